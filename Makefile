@@ -1,0 +1,47 @@
+# lockq: fair, durable, lease-based distributed locks inside PostgreSQL.
+#
+#   make / make install     build and install the extension (PGXS)
+#   make installcheck       regress, isolation and TAP tests, each against
+#                           its own temporary cluster (run as a non-root user)
+#   make test               everything, from a fresh Debian 12 machine as
+#                           root: installs packages, builds, runs all tests
+#   make run                a throw-away cluster with lockq and a live demo
+
+EXTENSION = lockq
+MODULE_big = lockq
+OBJS = src/lockq.o src/lockq_api.o src/lockq_clock.o src/lockq_shmem.o \
+	   src/lockq_state.o src/lockq_store.o src/lockq_views.o src/lockq_worker.o
+DATA = $(wildcard sql/lockq--*.sql)
+PGFILEDESC = "lockq - fair, durable, lease-based locks"
+
+REGRESS = lockq_basic lockq_errors lockq_client lockq_views
+REGRESS_OPTS = --temp-instance=./tmp_check --temp-config=test/regress.conf
+
+ISOLATION = lockq_try lockq_release lockq_reentrant lockq_holds lockq_wait
+ISOLATION_OPTS = --inputdir=test --temp-instance=./tmp_check_iso \
+	--temp-config=test/isolation.conf
+
+TAP_TESTS = 1
+PROVE_TESTS = test/t/*.pl
+PROVE_FLAGS = -I test/perl
+
+EXTRA_CLEAN = tmp_check_iso output_iso
+
+PG_CPPFLAGS = -Isrc
+PG_CFLAGS = -Wall -Wmissing-prototypes -Wno-unused-parameter
+
+ifeq ($(wildcard /usr/lib/postgresql/15/bin/pg_config),)
+PG_CONFIG ?= pg_config
+else
+PG_CONFIG ?= /usr/lib/postgresql/15/bin/pg_config
+endif
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+include $(PGXS)
+
+.PHONY: test run
+
+test:
+	./test/run-tests.sh
+
+run:
+	./test/demo.sh

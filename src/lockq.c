@@ -1,0 +1,97 @@
+/*-------------------------------------------------------------------------
+ *
+ * lockq.c
+ *		Module entry point: GUCs, shared-memory hooks and registration of
+ *		the lock-server background worker.
+ *
+ * lockq only works when it is listed in shared_preload_libraries: the lock
+ * server is a background worker and the request slots live in shared
+ * memory, and both can only be set up by the postmaster.  Loaded any other
+ * way the module defines its user-settable GUCs and every SQL function
+ * refuses to run with a hint (see lq_check_available).
+ *
+ * Copyright (c) 2026, lockq developers
+ *
+ * IDENTIFICATION
+ *		src/lockq.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <limits.h>
+
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "utils/guc.h"
+
+#include "lockq.h"
+
+PG_MODULE_MAGIC;
+
+/* GUC variables. */
+char	   *lockq_database = NULL;
+int			lockq_max_ttl = 86400;
+int			lockq_waiter_timeout = 10000;
+int			lockq_max_waiters = 100000;
+int			lockq_batch_size = 1024;
+
+void		_PG_init(void);
+
+/*
+ * _PG_init defines the GUCs and, when preloading, installs the shared-memory
+ * hooks and registers the lock-server worker.  It never raises: a module
+ * loaded too late simply stays unavailable.
+ */
+void
+_PG_init(void)
+{
+	DefineCustomIntVariable("lockq.max_ttl",
+							"Sets the longest lease a grant may ask for.",
+							"A ttl above this is rejected, not clamped.",
+							&lockq_max_ttl,
+							86400, 1, INT_MAX,
+							PGC_SIGHUP, GUC_UNIT_S,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("lockq.waiter_timeout",
+							"Sets how long a client-side waiter may go without a heartbeat before it is dropped from the queue.",
+							"Also bounds the first lease of a grant handed to a client-side waiter until it confirms the grant.",
+							&lockq_waiter_timeout,
+							10000, 100, INT_MAX,
+							PGC_SIGHUP, GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("lockq.max_waiters",
+							"Sets the most waiters that may be queued at once, over all locks.",
+							NULL,
+							&lockq_max_waiters,
+							100000, 1, INT_MAX,
+							PGC_SIGHUP, 0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("lockq.batch_size",
+							"Sets the most requests the lock server applies in one transaction.",
+							NULL,
+							&lockq_batch_size,
+							1024, 1, 65536,
+							PGC_SIGHUP, 0,
+							NULL, NULL, NULL);
+
+	if (!process_shared_preload_libraries_in_progress)
+		return;
+
+	/* can't define PGC_POSTMASTER variables after startup */
+	DefineCustomStringVariable("lockq.database",
+							   "Sets the database in which the lock service runs.",
+							   "lockq functions fail in every other database.",
+							   &lockq_database,
+							   "postgres",
+							   PGC_POSTMASTER, 0,
+							   NULL, NULL, NULL);
+
+	MarkGUCPrefixReserved("lockq");
+
+	lq_shmem_init_hooks();
+	lq_register_worker();
+}

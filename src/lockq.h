@@ -1,0 +1,235 @@
+/*-------------------------------------------------------------------------
+ *
+ * lockq.h
+ *		Shared declarations for lockq, a fair, durable, lease-based lock
+ *		service that lives inside PostgreSQL.
+ *
+ * The pieces:
+ *	- lockq.c         module init, GUCs, hook installation
+ *	- lockq_shmem.c   shared memory: request slots, the arrival ring, stats
+ *	- lockq_clock.c   the monotonic, sequence-backed clock (lockq_now)
+ *	- lockq_api.c     SQL-callable functions; argument checks; waiting
+ *	- lockq_worker.c  the lock-server background worker: batches, commits
+ *	- lockq_state.c   the worker's in-memory lock table and its rules
+ *	- lockq_store.c   the durable mirror: the lockq.owners/queue tables
+ *	- lockq_views.c   lockq_stats() and other read-only helpers
+ *
+ * Copyright (c) 2026, lockq developers
+ *
+ * IDENTIFICATION
+ *		src/lockq.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef LOCKQ_H
+#define LOCKQ_H
+
+#include "postgres.h"
+
+#include "port/atomics.h"
+#include "storage/condition_variable.h"
+#include "storage/spin.h"
+
+/* Documented input limits (bytes, not counting the terminating NUL). */
+#define LQ_MAX_ID_LEN		255
+#define LQ_MAX_OWNER_LEN	255
+#define LQ_MAX_CHANNEL_LEN	63		/* NAMEDATALEN - 1: a NOTIFY channel */
+#define LQ_ERRMSG_LEN		256
+
+/* Owners of session-bound locks (owner NULL) are named with this prefix. */
+#define LQ_SESSION_PREFIX	"session:"
+
+/* The longest wait a lockq_get timeout may ask for: one year. */
+#define LQ_MAX_TIMEOUT_US	(INT64CONST(366) * 24 * 3600 * 1000000)
+
+/*
+ * How far ahead of the clock the durable ceiling is kept, and the margin at
+ * which the worker extends it.  Every value lockq_now() hands out is at most
+ * the durable ceiling, so after a crash the clock resumes above it.
+ */
+#define LQ_CLOCK_RESERVE_US	(INT64CONST(5) * 1000000)
+#define LQ_CLOCK_MARGIN_US	(INT64CONST(2500) * 1000)
+
+/* Schema and relation names of the durable mirror. */
+#define LQ_SCHEMA			"lockq"
+#define LQ_OWNERS_TABLE		"owners"
+#define LQ_OWNERS_PKEY		"owners_pkey"
+#define LQ_QUEUE_TABLE		"queue"
+#define LQ_TOKEN_SEQ		"token_seq"
+#define LQ_CLOCK_SEQ		"clock_seq"
+
+/* Operations a backend can ask of the worker. */
+typedef enum LqOp
+{
+	LQ_OP_NONE = 0,
+	LQ_OP_GET,					/* blocking acquire */
+	LQ_OP_TRY,					/* non-blocking acquire */
+	LQ_OP_RELEASE,
+	LQ_OP_RENEW,
+	LQ_OP_ENQUEUE,				/* client waiter: queue, do not block */
+	LQ_OP_HEARTBEAT,			/* client waiter: keep the wait alive */
+	LQ_OP_CANCEL,				/* client waiter: withdraw */
+	LQ_OP_FORCE_RELEASE,		/* administrator: end any grant */
+	LQ_OP_CLOCK					/* extend the clock's durable ceiling */
+} LqOp;
+
+/* Outcome of a request, filled in by the worker. */
+typedef enum LqStatus
+{
+	LQ_ST_NONE = 0,
+	LQ_ST_GRANTED,				/* token is valid */
+	LQ_ST_QUEUED,				/* client waiter is queued */
+	LQ_ST_NOT_AVAILABLE,		/* lockq_try: someone else has it */
+	LQ_ST_TIMEOUT,				/* lockq_get: timeout expired */
+	LQ_ST_TRUE,
+	LQ_ST_FALSE,
+	LQ_ST_OK,
+	LQ_ST_ERROR					/* sqlerrcode and message are set */
+} LqStatus;
+
+/*
+ * Life cycle of a request slot.  A slot belongs to one backend (indexed by
+ * BackendId - 1) from its first lockq call until the worker has cleaned up
+ * after the session ended; only then is it FREE for the next backend that
+ * gets the same BackendId.
+ */
+typedef enum LqSlotState
+{
+	LQ_SLOT_FREE = 0,			/* no session */
+	LQ_SLOT_IDLE,				/* session attached, nothing in flight */
+	LQ_SLOT_PENDING,			/* request submitted, not yet seen */
+	LQ_SLOT_ACTIVE,				/* worker owns the request */
+	LQ_SLOT_DONE				/* result is ready for the backend */
+} LqSlotState;
+
+typedef struct LqRequest
+{
+	LqOp		op;
+	bool		session_owner;	/* owner was NULL: bound to the session */
+	bool		has_token;
+	bool		has_ttl;
+	int64		token;
+	int64		ttl_us;			/* lease length */
+	int64		deadline;		/* lockq_get: absolute lockq time, 0 = never */
+	int64		wait_ttl_us;	/* client waiter: heartbeat interval bound */
+	Oid			role;			/* role that made the request */
+	char		lock_id[LQ_MAX_ID_LEN + 1];
+	char		owner[LQ_MAX_OWNER_LEN + 1];
+	char		channel[LQ_MAX_CHANNEL_LEN + 1];
+} LqRequest;
+
+typedef struct LqResult
+{
+	LqStatus	status;
+	bool		fresh_grant;	/* this request created the grant */
+	int64		token;
+	int			sqlerrcode;
+	char		message[LQ_ERRMSG_LEN];
+} LqResult;
+
+typedef struct LqSlot
+{
+	slock_t		mutex;			/* protects every field below */
+	LqSlotState state;
+	bool		cancel_requested;	/* backend gave up on the request */
+	bool		session_ended;	/* backend has exited */
+	int			pgprocno;		/* whose latch to set */
+	int			pid;
+	int64		session_start;	/* MyStartTimestamp of the session */
+	uint64		reqid;			/* per-slot request counter */
+	uint64		arrival;		/* global submission order */
+	LqRequest	req;
+	LqResult	res;
+	ConditionVariable freed;	/* broadcast when the slot becomes FREE */
+} LqSlot;
+
+/* Counters shown by lockq_stats. */
+typedef enum LqStat
+{
+	LQ_STAT_GRANTS = 0,			/* new grants (tokens issued) */
+	LQ_STAT_HANDOFFS,			/* grants to a queued waiter */
+	LQ_STAT_RELEASES,
+	LQ_STAT_EXPIRIES,
+	LQ_STAT_TIMEOUTS,
+	LQ_STAT_CANCELS,
+	LQ_STAT_SESSION_RELEASES,	/* grants ended by the end of the session */
+	LQ_STAT_DROPPED_WAITERS,	/* client waiters that stopped heartbeating */
+	LQ_STAT_RENEWALS,
+	LQ_STAT_ENQUEUES,
+	LQ_STAT_FORCED_RELEASES,
+	LQ_STAT_DEFERRED_HANDOFFS,	/* hand-offs delayed by a fenced transaction */
+	LQ_STAT_REQUESTS,
+	LQ_STAT_BATCHES,
+	LQ_STAT_SYNC_COMMITS,
+	LQ_STAT_WORKER_STARTS,
+	LQ_STAT_BATCH_ERRORS,
+	LQ_STAT_COUNT
+} LqStat;
+
+typedef struct LqShared
+{
+	slock_t		mutex;			/* protects worker fields and the ring */
+	int			worker_pid;
+	int			worker_procno;
+	uint32		worker_generation;
+	bool		ring_overflow;	/* ring was full: worker must scan slots */
+	uint64		next_arrival;
+	uint64		ring_head;		/* next entry the worker reads */
+	uint64		ring_tail;		/* next entry a backend writes */
+	int			ring_size;
+	int			nslots;
+
+	/* Gauges the worker publishes after every batch. */
+	pg_atomic_uint64 holders;
+	pg_atomic_uint64 waiters;
+
+	/* The clock, see lockq_clock.c. */
+	pg_atomic_uint64 clock_last;	/* last value handed out */
+	pg_atomic_uint64 clock_ceiling; /* durable upper bound for handed out
+									 * values */
+	int64		clock_offset;	/* lockq time = CLOCK_MONOTONIC + offset */
+	pg_atomic_uint32 clock_ready;	/* offset is valid */
+	bool		leases_shifted; /* downtime already taken off the leases */
+
+	pg_atomic_uint64 stats[LQ_STAT_COUNT];
+
+	int			ring[FLEXIBLE_ARRAY_MEMBER];	/* slot indexes */
+} LqShared;
+
+/* lockq.c: GUC variables */
+extern char *lockq_database;
+extern int	lockq_max_ttl;		/* seconds */
+extern int	lockq_waiter_timeout;	/* milliseconds */
+extern int	lockq_max_waiters;
+extern int	lockq_batch_size;
+
+/* lockq_shmem.c */
+extern LqShared *lq_shared;
+extern LqSlot *lq_slots;
+extern void lq_shmem_request(void);
+extern void lq_shmem_startup(void);
+extern void lq_shmem_init_hooks(void);
+extern void lq_ring_push(int slotno);
+extern int	lq_ring_drain(int *out, int max, bool *overflow);
+extern void lq_wake_worker(void);
+extern void lq_wake_slot(int slotno);
+extern void lq_stat_add(LqStat stat, uint64 n);
+
+/* lockq_clock.c */
+extern int64 lq_monotonic_us(void);
+extern int64 lq_wall_us(void);
+extern int64 lq_clock_peek(void);
+extern bool lq_clock_next(int64 limit, int64 *result);
+extern int64 lq_clock_now_backend(void);
+
+/* lockq_api.c */
+extern void lq_check_available(void);
+extern LqResult lq_call(LqRequest *req);
+extern void lq_format_session_owner(char *buf, size_t len, int pid,
+									int64 session_start);
+
+/* lockq_worker.c */
+extern PGDLLEXPORT void lockq_worker_main(Datum main_arg);
+extern void lq_register_worker(void);
+
+#endif							/* LOCKQ_H */

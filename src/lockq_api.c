@@ -1,0 +1,731 @@
+/*-------------------------------------------------------------------------
+ *
+ * lockq_api.c
+ *		The SQL-callable functions: argument checks, the round trip to the
+ *		lock server, and turning its answer into a result or an error.
+ *
+ * A backend never changes lock state itself.  It checks the arguments (bad
+ * input is rejected here, before anything is shared), puts the request into
+ * its slot, wakes the worker and sleeps on its latch until the worker has
+ * committed the outcome.  If the wait is interrupted (cancel, timeout,
+ * termination) a cleanup callback marks the request cancelled, and the worker
+ * removes the queue entry or, if the grant raced with the cancel, hands the
+ * lock on to the next waiter.
+ *
+ * Copyright (c) 2026, lockq developers
+ *
+ * IDENTIFICATION
+ *		src/lockq_api.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "access/xlog.h"
+#include "common/int.h"
+#include "commands/dbcommands.h"
+#include "datatype/timestamp.h"
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/proc.h"
+#include "utils/builtins.h"
+#include "utils/timestamp.h"
+
+#include "lockq.h"
+#include "lockq_store.h"
+
+PG_FUNCTION_INFO_V1(lockq_get);
+PG_FUNCTION_INFO_V1(lockq_try);
+PG_FUNCTION_INFO_V1(lockq_release);
+PG_FUNCTION_INFO_V1(lockq_renew);
+PG_FUNCTION_INFO_V1(lockq_holds);
+PG_FUNCTION_INFO_V1(lockq_enqueue);
+PG_FUNCTION_INFO_V1(lockq_heartbeat);
+PG_FUNCTION_INFO_V1(lockq_cancel);
+PG_FUNCTION_INFO_V1(lockq_force_release);
+PG_FUNCTION_INFO_V1(lockq_session_owner);
+
+/* How long an interrupted call waits for the worker to confirm the cancel. */
+#define LQ_CANCEL_WAIT_MS	10000
+
+/* Per-backend state. */
+static int	lq_db_checked = 0;	/* 0 unknown, 1 right database, -1 wrong */
+static bool lq_attached = false;
+static bool lq_fenced = false;	/* this transaction holds a fencing lock */
+static bool lq_xact_cb_registered = false;
+
+static int
+lq_my_slotno(void)
+{
+	return MyBackendId - 1;
+}
+
+void
+lq_format_session_owner(char *buf, size_t len, int pid, int64 session_start)
+{
+	snprintf(buf, len, LQ_SESSION_PREFIX "%d:" INT64_FORMAT, pid,
+			 session_start);
+}
+
+/*
+ * lq_check_available raises an error, with a hint, unless lockq can serve
+ * this backend: the library was preloaded, this is the lockq database and
+ * the server is not in recovery.
+ */
+void
+lq_check_available(void)
+{
+	if (lq_shared == NULL || lockq_database == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("lockq must be loaded via \"shared_preload_libraries\""),
+				 errhint("Add lockq to \"shared_preload_libraries\" in postgresql.conf and restart the server.")));
+
+	if (lq_db_checked == 0)
+	{
+		char	   *dbname = get_database_name(MyDatabaseId);
+
+		lq_db_checked = (dbname != NULL && strcmp(dbname, lockq_database) == 0) ? 1 : -1;
+	}
+	if (lq_db_checked < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("lockq is not enabled in database \"%s\"",
+						get_database_name(MyDatabaseId)),
+				 errhint("The lock service runs in the database named by \"lockq.database\", currently \"%s\".",
+						 lockq_database)));
+
+	if (RecoveryInProgress())
+		ereport(ERROR,
+				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
+				 errmsg("lockq is not available during recovery"),
+				 errhint("Connect to the primary server.")));
+
+	if (MyBackendId < 1 || MyBackendId > lq_shared->nslots)
+		elog(ERROR, "backend id %d out of range for lockq", MyBackendId);
+}
+
+/*
+ * lq_session_exit runs when a backend that has used lockq exits, however it
+ * exits (disconnect, FATAL, pg_terminate_backend).  It tells the worker the
+ * session is gone so that its session-bound grants and its queue entry go
+ * at once; the worker frees the slot afterwards.
+ */
+static void
+lq_session_exit(int code, Datum arg)
+{
+	int			slotno = lq_my_slotno();
+	LqSlot	   *slot = &lq_slots[slotno];
+
+	SpinLockAcquire(&slot->mutex);
+	slot->session_ended = true;
+	if (slot->state != LQ_SLOT_IDLE)
+		slot->cancel_requested = true;
+	SpinLockRelease(&slot->mutex);
+
+	lq_ring_push(slotno);
+	lq_wake_worker();
+}
+
+/*
+ * lq_attach claims this backend's slot on its first lockq call.  A slot may
+ * still be held by an earlier session with the same BackendId whose exit
+ * the worker has not processed yet; then we wait (interruptibly) for the
+ * worker to free it.
+ */
+static void
+lq_attach(void)
+{
+	int			slotno = lq_my_slotno();
+	LqSlot	   *slot = &lq_slots[slotno];
+
+	if (lq_attached)
+		return;
+
+	ConditionVariablePrepareToSleep(&slot->freed);
+	for (;;)
+	{
+		bool		claimed = false;
+
+		SpinLockAcquire(&slot->mutex);
+		if (slot->state == LQ_SLOT_FREE)
+		{
+			slot->state = LQ_SLOT_IDLE;
+			slot->cancel_requested = false;
+			slot->session_ended = false;
+			slot->pgprocno = MyProc->pgprocno;
+			slot->pid = MyProcPid;
+			slot->session_start = MyStartTimestamp;
+			claimed = true;
+		}
+		SpinLockRelease(&slot->mutex);
+		if (claimed)
+			break;
+
+		/* The previous session's exit is not processed yet: nudge. */
+		lq_wake_worker();
+		(void) ConditionVariableTimedSleep(&slot->freed, 1000,
+										   PG_WAIT_EXTENSION);
+	}
+	ConditionVariableCancelSleep();
+
+	before_shmem_exit(lq_session_exit, (Datum) 0);
+	lq_attached = true;
+}
+
+/*
+ * lq_call_cleanup runs when a wait in lq_call is left by an error or by
+ * process exit.  It marks the request cancelled; the worker then removes
+ * the queue entry, or releases a grant the backend will never see.  On an
+ * ERROR we wait (bounded, without servicing interrupts) for the worker to
+ * confirm, so that the entry is gone by the time the error reaches the
+ * client.  On exit lq_session_exit does the rest and nobody waits.
+ */
+static void
+lq_call_cleanup(int code, Datum arg)
+{
+	int			slotno = DatumGetInt32(arg);
+	LqSlot	   *slot = &lq_slots[slotno];
+	bool		pending = false;
+	int			waited = 0;
+
+	SpinLockAcquire(&slot->mutex);
+	if (slot->state == LQ_SLOT_PENDING || slot->state == LQ_SLOT_ACTIVE ||
+		slot->state == LQ_SLOT_DONE)
+	{
+		slot->cancel_requested = true;
+		pending = true;
+	}
+	SpinLockRelease(&slot->mutex);
+
+	if (!pending)
+		return;
+
+	lq_ring_push(slotno);
+	lq_wake_worker();
+
+	if (proc_exit_inprogress)
+		return;
+
+	while (waited < LQ_CANCEL_WAIT_MS)
+	{
+		bool		acked;
+
+		SpinLockAcquire(&slot->mutex);
+		acked = (slot->state == LQ_SLOT_IDLE);
+		SpinLockRelease(&slot->mutex);
+		if (acked)
+			break;
+
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 100, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		waited += 100;
+	}
+}
+
+/*
+ * lq_wait_idle waits until the slot is IDLE, that is until the worker has
+ * confirmed an earlier cancellation.  Normally it is IDLE already.
+ */
+static void
+lq_wait_idle(LqSlot *slot)
+{
+	for (;;)
+	{
+		bool		idle;
+
+		SpinLockAcquire(&slot->mutex);
+		idle = (slot->state == LQ_SLOT_IDLE);
+		SpinLockRelease(&slot->mutex);
+		if (idle)
+			return;
+
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 1000, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+		lq_wake_worker();
+	}
+}
+
+/*
+ * lq_call sends one request to the worker and sleeps until it answers.
+ * The sleep is interruptible; see lq_call_cleanup for what an interrupt
+ * leaves behind (nothing).  The caller checks the result's status.
+ */
+LqResult
+lq_call(LqRequest *req)
+{
+	int			slotno;
+	LqSlot	   *slot;
+	LqResult	res;
+
+	lq_attach();
+	slotno = lq_my_slotno();
+	slot = &lq_slots[slotno];
+
+	req->role = GetUserId();
+	lq_wait_idle(slot);
+
+	SpinLockAcquire(&slot->mutex);
+	slot->req = *req;
+	slot->reqid++;
+	memset(&slot->res, 0, sizeof(LqResult));
+	slot->cancel_requested = false;
+	slot->state = LQ_SLOT_PENDING;
+	SpinLockRelease(&slot->mutex);
+
+	lq_ring_push(slotno);
+	lq_wake_worker();
+
+	PG_ENSURE_ERROR_CLEANUP(lq_call_cleanup, Int32GetDatum(slotno));
+	{
+		for (;;)
+		{
+			bool		done = false;
+
+			SpinLockAcquire(&slot->mutex);
+			if (slot->state == LQ_SLOT_DONE)
+			{
+				res = slot->res;
+				slot->state = LQ_SLOT_IDLE;
+				done = true;
+			}
+			SpinLockRelease(&slot->mutex);
+			if (done)
+				break;
+
+			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_EXIT_ON_PM_DEATH,
+							 -1L, PG_WAIT_EXTENSION);
+			ResetLatch(MyLatch);
+			CHECK_FOR_INTERRUPTS();
+		}
+	}
+	PG_END_ENSURE_ERROR_CLEANUP(lq_call_cleanup, Int32GetDatum(slotno));
+
+	return res;
+}
+
+/*
+ * lq_raise_result turns an error answer from the worker into an ERROR.
+ */
+static void
+lq_raise_if_error(const LqResult *res)
+{
+	if (res->status == LQ_ST_ERROR)
+		ereport(ERROR,
+				(errcode(res->sqlerrcode),
+				 errmsg("%s", res->message)));
+}
+
+/*
+ * Argument helpers.  Each raises a clear error for bad input; nothing has
+ * been shared with the worker at that point.
+ */
+static void
+lq_arg_string(FunctionCallInfo fcinfo, int argno, const char *what,
+			  int maxlen, char *out)
+{
+	text	   *t;
+	int			len;
+
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("%s must not be null", what)));
+
+	t = PG_GETARG_TEXT_PP(argno);
+	len = VARSIZE_ANY_EXHDR(t);
+	if (len == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must not be empty", what)));
+	if (len > maxlen)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s is too long", what),
+				 errdetail("The %s is %d bytes long; the limit is %d bytes.",
+						   what, len, maxlen)));
+	memcpy(out, VARDATA_ANY(t), len);
+	out[len] = '\0';
+}
+
+static void
+lq_arg_lock_id(FunctionCallInfo fcinfo, int argno, LqRequest *req)
+{
+	lq_arg_string(fcinfo, argno, "lock id", LQ_MAX_ID_LEN, req->lock_id);
+}
+
+/*
+ * lq_arg_owner reads the owner argument.  NULL means the calling session
+ * (unless required is set); a name in the session namespace is refused so
+ * that nobody can act as another session.
+ */
+static void
+lq_arg_owner(FunctionCallInfo fcinfo, int argno, LqRequest *req, bool required)
+{
+	if (PG_ARGISNULL(argno) && !required)
+	{
+		lq_format_session_owner(req->owner, sizeof(req->owner), MyProcPid,
+								MyStartTimestamp);
+		req->session_owner = true;
+		return;
+	}
+	lq_arg_string(fcinfo, argno, "owner", LQ_MAX_OWNER_LEN, req->owner);
+	if (strncmp(req->owner, LQ_SESSION_PREFIX, strlen(LQ_SESSION_PREFIX)) == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("owner names starting with \"%s\" are reserved",
+						LQ_SESSION_PREFIX),
+				 errhint("Pass NULL as the owner to take a lock bound to this session.")));
+	req->session_owner = false;
+}
+
+/*
+ * lq_interval_us converts an interval to microseconds, counting a day as 24
+ * hours and a month as 30 days, and raises on overflow.
+ */
+static int64
+lq_interval_us(const Interval *iv, const char *what)
+{
+	int64		us;
+	int64		part;
+
+	if (pg_mul_s64_overflow((int64) iv->month, DAYS_PER_MONTH * USECS_PER_DAY, &us) ||
+		pg_mul_s64_overflow((int64) iv->day, USECS_PER_DAY, &part) ||
+		pg_add_s64_overflow(us, part, &us) ||
+		pg_add_s64_overflow(us, iv->time, &us))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s is out of range", what)));
+	return us;
+}
+
+static int64
+lq_arg_ttl(FunctionCallInfo fcinfo, int argno)
+{
+	int64		us;
+
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("ttl must not be null")));
+	us = lq_interval_us(PG_GETARG_INTERVAL_P(argno), "ttl");
+	if (us <= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("ttl must be positive")));
+	if (us > (int64) lockq_max_ttl * USECS_PER_SEC)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("ttl must not exceed %d seconds", lockq_max_ttl),
+				 errhint("The limit is set by \"lockq.max_ttl\".")));
+	return us;
+}
+
+/* timeout NULL means "wait forever" and gives 0. */
+static int64
+lq_arg_timeout(FunctionCallInfo fcinfo, int argno)
+{
+	int64		us;
+
+	if (PG_ARGISNULL(argno))
+		return 0;
+	us = lq_interval_us(PG_GETARG_INTERVAL_P(argno), "timeout");
+	if (us <= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("timeout must be positive"),
+				 errhint("Pass NULL to wait without a timeout, or use lockq_try not to wait.")));
+	if (us > LQ_MAX_TIMEOUT_US)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("timeout must not exceed 366 days"),
+				 errhint("Pass NULL to wait without a timeout.")));
+	return us;
+}
+
+static void
+lq_arg_token(FunctionCallInfo fcinfo, int argno, LqRequest *req)
+{
+	req->has_token = !PG_ARGISNULL(argno);
+	req->token = req->has_token ? PG_GETARG_INT64(argno) : 0;
+}
+
+/*
+ * lq_begin_request zeroes a request and fills in the operation and lock id.
+ */
+static void
+lq_begin_request(LqRequest *req, LqOp op, FunctionCallInfo fcinfo)
+{
+	lq_check_available();
+	memset(req, 0, sizeof(LqRequest));
+	req->op = op;
+	lq_arg_lock_id(fcinfo, 0, req);
+}
+
+static Datum
+lq_bool_result(const LqResult *res)
+{
+	lq_raise_if_error(res);
+	PG_RETURN_BOOL(res->status == LQ_ST_TRUE);
+}
+
+/*
+ * lockq_get(lock_id, owner, ttl, timeout) waits in FIFO order for the lock
+ * and returns the grant's fencing token.  Raises 55P03 on timeout.
+ */
+Datum
+lockq_get(PG_FUNCTION_ARGS)
+{
+	LqRequest	req;
+	LqResult	res;
+	int64		timeout;
+
+	lq_begin_request(&req, LQ_OP_GET, fcinfo);
+	lq_arg_owner(fcinfo, 1, &req, false);
+	req.ttl_us = lq_arg_ttl(fcinfo, 2);
+	req.has_ttl = true;
+	timeout = lq_arg_timeout(fcinfo, 3);
+	req.deadline = timeout > 0 ? lq_clock_peek() + timeout : 0;
+
+	res = lq_call(&req);
+	if (res.status == LQ_ST_TIMEOUT)
+		ereport(ERROR,
+				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+				 errmsg("could not obtain lock \"%s\" within the timeout",
+						req.lock_id)));
+	lq_raise_if_error(&res);
+	Assert(res.status == LQ_ST_GRANTED);
+	PG_RETURN_INT64(res.token);
+}
+
+/*
+ * lockq_try(lock_id, owner, ttl) takes the lock only if it is free and
+ * nobody is queued (or the owner holds it already); NULL otherwise.
+ */
+Datum
+lockq_try(PG_FUNCTION_ARGS)
+{
+	LqRequest	req;
+	LqResult	res;
+
+	lq_begin_request(&req, LQ_OP_TRY, fcinfo);
+	lq_arg_owner(fcinfo, 1, &req, false);
+	req.ttl_us = lq_arg_ttl(fcinfo, 2);
+	req.has_ttl = true;
+
+	res = lq_call(&req);
+	lq_raise_if_error(&res);
+	if (res.status != LQ_ST_GRANTED)
+		PG_RETURN_NULL();
+	PG_RETURN_INT64(res.token);
+}
+
+/*
+ * lockq_release(lock_id, owner, token) ends this owner's grant; false when
+ * the owner does not hold it (or holds it under another token).
+ */
+Datum
+lockq_release(PG_FUNCTION_ARGS)
+{
+	LqRequest	req;
+	LqResult	res;
+
+	lq_begin_request(&req, LQ_OP_RELEASE, fcinfo);
+	lq_arg_owner(fcinfo, 1, &req, false);
+	lq_arg_token(fcinfo, 2, &req);
+
+	res = lq_call(&req);
+	return lq_bool_result(&res);
+}
+
+/*
+ * lockq_renew(lock_id, owner, token, ttl) extends the lease to now + ttl
+ * (the grant's own ttl when NULL); false when the grant is gone.
+ */
+Datum
+lockq_renew(PG_FUNCTION_ARGS)
+{
+	LqRequest	req;
+	LqResult	res;
+
+	lq_begin_request(&req, LQ_OP_RENEW, fcinfo);
+	lq_arg_owner(fcinfo, 1, &req, false);
+	lq_arg_token(fcinfo, 2, &req);
+	if (!PG_ARGISNULL(3))
+	{
+		req.ttl_us = lq_arg_ttl(fcinfo, 3);
+		req.has_ttl = true;
+	}
+
+	res = lq_call(&req);
+	return lq_bool_result(&res);
+}
+
+/*
+ * lq_xact_callback wakes the worker when a transaction that took fencing
+ * locks (lockq_holds) ends: a hand-off it held up can now proceed.  At
+ * XACT_EVENT_COMMIT/ABORT the transaction is no longer in progress, so the
+ * worker's SKIP LOCKED test sees its row lock as gone.
+ */
+static void
+lq_xact_callback(XactEvent event, void *arg)
+{
+	if (!lq_fenced)
+		return;
+	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT ||
+		event == XACT_EVENT_PARALLEL_COMMIT ||
+		event == XACT_EVENT_PARALLEL_ABORT)
+	{
+		lq_fenced = false;
+		lq_wake_worker();
+	}
+}
+
+/*
+ * lockq_holds(lock_id, token) is true while that grant is current.  When
+ * true it also takes a KEY SHARE lock on the grant's row, held to the end of
+ * the transaction, so the grant cannot pass to anyone else before this
+ * transaction ends: a write fenced by lockq_holds commits before the next
+ * holder is granted.  NULL or non-positive tokens are simply not held.
+ */
+Datum
+lockq_holds(PG_FUNCTION_ARGS)
+{
+	char		lock_id[LQ_MAX_ID_LEN + 1];
+	int64		token;
+
+	lq_check_available();
+	lq_arg_string(fcinfo, 0, "lock id", LQ_MAX_ID_LEN, lock_id);
+	if (PG_ARGISNULL(1))
+		PG_RETURN_BOOL(false);
+	token = PG_GETARG_INT64(1);
+	if (token <= 0)
+		PG_RETURN_BOOL(false);
+
+	if (!lq_store_holds(lock_id, token, lq_clock_peek()))
+		PG_RETURN_BOOL(false);
+
+	if (!lq_xact_cb_registered)
+	{
+		RegisterXactCallback(lq_xact_callback, NULL);
+		lq_xact_cb_registered = true;
+	}
+	lq_fenced = true;
+	PG_RETURN_BOOL(true);
+}
+
+/*
+ * lockq_enqueue(lock_id, owner, ttl, channel, heartbeat) queues a
+ * client-side waiter without blocking: the token when the lock is granted
+ * at once (or already held by this owner), NULL once queued.  The grant is
+ * later announced by NOTIFY on channel; the waiter must call lockq_heartbeat
+ * (or lockq_enqueue again) at least every heartbeat interval or it is
+ * dropped.
+ */
+Datum
+lockq_enqueue(PG_FUNCTION_ARGS)
+{
+	LqRequest	req;
+	LqResult	res;
+
+	lq_begin_request(&req, LQ_OP_ENQUEUE, fcinfo);
+	lq_arg_owner(fcinfo, 1, &req, true);
+	req.ttl_us = lq_arg_ttl(fcinfo, 2);
+	req.has_ttl = true;
+	if (!PG_ARGISNULL(3))
+		lq_arg_string(fcinfo, 3, "channel", LQ_MAX_CHANNEL_LEN, req.channel);
+	if (PG_ARGISNULL(4))
+		req.wait_ttl_us = (int64) lockq_waiter_timeout * 1000;
+	else
+	{
+		req.wait_ttl_us = lq_interval_us(PG_GETARG_INTERVAL_P(4), "heartbeat");
+		if (req.wait_ttl_us < 100 * 1000 ||
+			req.wait_ttl_us > (int64) lockq_max_ttl * USECS_PER_SEC)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("heartbeat must be between 100 milliseconds and %d seconds",
+							lockq_max_ttl),
+					 errhint("The upper limit is set by \"lockq.max_ttl\".")));
+	}
+
+	res = lq_call(&req);
+	lq_raise_if_error(&res);
+	if (res.status != LQ_ST_GRANTED)
+		PG_RETURN_NULL();
+	PG_RETURN_INT64(res.token);
+}
+
+/*
+ * lockq_heartbeat(lock_id, owner) keeps a client-side wait alive: NULL while
+ * queued, the token once granted (which also confirms the grant and starts
+ * its full lease).  Raises 55000 when the owner neither waits nor holds.
+ */
+Datum
+lockq_heartbeat(PG_FUNCTION_ARGS)
+{
+	LqRequest	req;
+	LqResult	res;
+
+	lq_begin_request(&req, LQ_OP_HEARTBEAT, fcinfo);
+	lq_arg_owner(fcinfo, 1, &req, true);
+
+	res = lq_call(&req);
+	lq_raise_if_error(&res);
+	if (res.status != LQ_ST_GRANTED)
+		PG_RETURN_NULL();
+	PG_RETURN_INT64(res.token);
+}
+
+/*
+ * lockq_cancel(lock_id, owner) withdraws a client-side waiter: it leaves the
+ * queue, or, if the lock was granted to it meanwhile, the grant is released
+ * and passes on.  True when there was something to withdraw.
+ */
+Datum
+lockq_cancel(PG_FUNCTION_ARGS)
+{
+	LqRequest	req;
+	LqResult	res;
+
+	lq_begin_request(&req, LQ_OP_CANCEL, fcinfo);
+	lq_arg_owner(fcinfo, 1, &req, true);
+
+	res = lq_call(&req);
+	return lq_bool_result(&res);
+}
+
+/*
+ * lockq_force_release(lock_id) ends whatever grant the lock has, as an
+ * administrator's last resort.  EXECUTE is revoked from PUBLIC.
+ */
+Datum
+lockq_force_release(PG_FUNCTION_ARGS)
+{
+	LqRequest	req;
+	LqResult	res;
+
+	lq_begin_request(&req, LQ_OP_FORCE_RELEASE, fcinfo);
+
+	res = lq_call(&req);
+	return lq_bool_result(&res);
+}
+
+/*
+ * lockq_session_owner() returns the owner name this session's locks taken
+ * with owner NULL appear under.
+ */
+Datum
+lockq_session_owner(PG_FUNCTION_ARGS)
+{
+	char		buf[LQ_MAX_OWNER_LEN + 1];
+
+	lq_format_session_owner(buf, sizeof(buf), MyProcPid, MyStartTimestamp);
+	PG_RETURN_TEXT_P(cstring_to_text(buf));
+}

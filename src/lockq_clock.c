@@ -1,0 +1,236 @@
+/*-------------------------------------------------------------------------
+ *
+ * lockq_clock.c
+ *		The lockq clock: microseconds since the Unix epoch that never go
+ *		backwards, not across restarts or crashes and not when the system
+ *		clock is set back.
+ *
+ * Rules:
+ *	- Within one shared-memory lifetime the clock is CLOCK_MONOTONIC plus an
+ *	  offset, so it runs at the rate of real time and ignores steps of the
+ *	  wall clock in either direction.  Every value handed out is also
+ *	  strictly greater than the one before (a CAS on clock_last).
+ *	- No value above the durable ceiling is ever handed out.  The ceiling is
+ *	  the value of the sequence lockq.clock_seq; the worker moves it ahead of
+ *	  the clock (LQ_CLOCK_RESERVE_US) with setval and a synchronous commit
+ *	  before publishing it in shared memory.
+ *	- When shared memory is (re)created, the worker restarts the clock at
+ *	  max(wall clock, durable ceiling + 1).  So the clock tracks the wall
+ *	  clock while that is sane, and otherwise continues from where it was.
+ *	- At a clean stop the worker closes the clock (a flag bit in clock_last,
+ *	  so no backend can hand out another value) and writes the exact last
+ *	  value as the ceiling, so quick restarts do not push the clock ahead.
+ *
+ * Copyright (c) 2026, lockq developers
+ *
+ * IDENTIFICATION
+ *		src/lockq_clock.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <time.h>
+
+#include "fmgr.h"
+#include "utils/builtins.h"
+
+#include "lockq.h"
+#include "lockq_state.h"
+
+/* Set in clock_last while the clock is closed (worker stopping). */
+#define LQ_CLOCK_CLOSED		(UINT64CONST(1) << 63)
+
+PG_FUNCTION_INFO_V1(lockq_now);
+
+int64
+lq_monotonic_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+int64
+lq_wall_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static bool
+lq_clock_is_ready(void)
+{
+	return pg_atomic_read_u32(&lq_shared->clock_ready) != 0;
+}
+
+/*
+ * lq_clock_peek returns the current lockq time without handing it out: it
+ * is not stamped into clock_last and may exceed the ceiling.  Used for
+ * comparisons (is a lease still valid?) and relative deadlines.
+ */
+int64
+lq_clock_peek(void)
+{
+	uint64		last;
+	int64		cand;
+
+	if (!lq_clock_is_ready())
+		return lq_wall_us();
+
+	pg_read_barrier();
+	last = pg_atomic_read_u64(&lq_shared->clock_last) & ~LQ_CLOCK_CLOSED;
+	cand = lq_monotonic_us() + lq_shared->clock_offset;
+	return Max(cand, (int64) last);
+}
+
+/*
+ * lq_clock_next hands out the next clock value if it is at most limit:
+ * strictly greater than every earlier value, and equal to the monotonic
+ * time when that is larger.  Returns false when the value would pass the
+ * limit or the clock is not ready or closed; nothing is consumed then.
+ */
+bool
+lq_clock_next(int64 limit, int64 *result)
+{
+	if (!lq_clock_is_ready())
+		return false;
+	pg_read_barrier();
+
+	for (;;)
+	{
+		uint64		old = pg_atomic_read_u64(&lq_shared->clock_last);
+		int64		cand;
+		int64		v;
+
+		if (old & LQ_CLOCK_CLOSED)
+			return false;
+		cand = lq_monotonic_us() + lq_shared->clock_offset;
+		v = Max(cand, (int64) old + 1);
+		if (v > limit)
+			return false;
+		if (pg_atomic_compare_exchange_u64(&lq_shared->clock_last, &old,
+										   (uint64) v))
+		{
+			*result = v;
+			return true;
+		}
+	}
+}
+
+/*
+ * lq_clock_setup starts the clock for a new shared-memory lifetime, at
+ * max(wall clock, ceiling + 1), where ceiling is the durable value read from
+ * lockq.clock_seq.  Worker only; the published ceiling stays at the durable
+ * value until the worker extends it.
+ */
+void
+lq_clock_setup(int64 durable_ceiling)
+{
+	int64		start = Max(lq_wall_us(), durable_ceiling + 1);
+
+	lq_shared->clock_offset = start - lq_monotonic_us();
+	pg_atomic_write_u64(&lq_shared->clock_last, (uint64) (start - 1));
+	pg_atomic_write_u64(&lq_shared->clock_ceiling, (uint64) durable_ceiling);
+	pg_write_barrier();
+	pg_atomic_write_u32(&lq_shared->clock_ready, 1);
+}
+
+/*
+ * lq_clock_reopen is used by a restarted worker when shared memory (and so
+ * the clock) survived: the offset stays, the published ceiling becomes the
+ * durable value just read, and a clock closed by the previous worker opens.
+ */
+void
+lq_clock_reopen(int64 durable_ceiling)
+{
+	uint64		ceiling = pg_atomic_read_u64(&lq_shared->clock_ceiling);
+
+	if ((uint64) durable_ceiling > ceiling)
+		pg_atomic_write_u64(&lq_shared->clock_ceiling, (uint64) durable_ceiling);
+	pg_atomic_fetch_and_u64(&lq_shared->clock_last, ~LQ_CLOCK_CLOSED);
+}
+
+/*
+ * lq_clock_close stops all backends from handing out clock values, lowers
+ * the published ceiling to the last value handed out and returns it, for
+ * the worker to persist exactly.  Any CAS racing with the close fails
+ * because clock_last changed, so no value above the result escapes.
+ */
+int64
+lq_clock_close(void)
+{
+	uint64		old = pg_atomic_fetch_or_u64(&lq_shared->clock_last,
+											 LQ_CLOCK_CLOSED);
+	int64		last = (int64) (old & ~LQ_CLOCK_CLOSED);
+
+	pg_atomic_write_u64(&lq_shared->clock_ceiling, (uint64) last);
+	return last;
+}
+
+int64
+lq_clock_ceiling(void)
+{
+	return (int64) pg_atomic_read_u64(&lq_shared->clock_ceiling);
+}
+
+/*
+ * lq_clock_publish_ceiling raises the published ceiling.  The caller must
+ * have made the new value durable first.
+ */
+void
+lq_clock_publish_ceiling(int64 ceiling)
+{
+	uint64		old = pg_atomic_read_u64(&lq_shared->clock_ceiling);
+
+	while ((uint64) ceiling > old)
+	{
+		if (pg_atomic_compare_exchange_u64(&lq_shared->clock_ceiling, &old,
+										   (uint64) ceiling))
+			break;
+	}
+}
+
+/*
+ * lq_clock_now_backend hands out a clock value in a backend.  When the
+ * published ceiling is too close (or the clock is not set up yet) it asks the
+ * worker to extend it and tries again; that round trip is the rare path.
+ */
+int64
+lq_clock_now_backend(void)
+{
+	int64		v;
+	int			tries;
+
+	for (tries = 0;; tries++)
+	{
+		LqRequest	req;
+		LqResult	res;
+
+		if (lq_clock_next(lq_clock_ceiling(), &v))
+			return v;
+
+		memset(&req, 0, sizeof(req));
+		req.op = LQ_OP_CLOCK;
+		res = lq_call(&req);
+		if (res.status == LQ_ST_ERROR)
+			ereport(ERROR,
+					(errcode(res.sqlerrcode),
+					 errmsg("%s", res.message)));
+		if (tries > 100)
+			elog(ERROR, "lockq clock ceiling is not advancing");
+	}
+}
+
+/*
+ * lockq_now() returns the lockq clock in microseconds since the Unix epoch.
+ */
+Datum
+lockq_now(PG_FUNCTION_ARGS)
+{
+	lq_check_available();
+	PG_RETURN_INT64(lq_clock_now_backend());
+}

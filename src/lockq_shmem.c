@@ -1,0 +1,229 @@
+/*-------------------------------------------------------------------------
+ *
+ * lockq_shmem.c
+ *		Shared memory: the per-backend request slots, the arrival ring that
+ *		fixes the order in which the worker sees requests, and counters.
+ *
+ * Every backend has exactly one slot (index BackendId - 1), so at most one
+ * request per backend is ever in flight.  A backend fills its slot, then
+ * appends the slot number to the ring under LqShared->mutex; the order of
+ * the ring is the arrival order the worker serves, and so the FIFO order of
+ * the lock queues.  Ring entries are only hints ("look at slot n"); the
+ * slot's state says what to do.  If the ring is ever full the backend sets
+ * ring_overflow instead, and the worker scans all slots in arrival order.
+ *
+ * Copyright (c) 2026, lockq developers
+ *
+ * IDENTIFICATION
+ *		src/lockq_shmem.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "miscadmin.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/proc.h"
+#include "storage/shmem.h"
+
+#include "lockq.h"
+
+LqShared   *lq_shared = NULL;
+LqSlot	   *lq_slots = NULL;
+
+static shmem_request_hook_type prev_shmem_request_hook = NULL;
+static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
+
+/*
+ * Number of ring entries: a backend can have a request, its cancellation and
+ * its session end outstanding at once, and a new backend with the same id
+ * may follow before the worker has caught up.
+ */
+static int
+lq_ring_size(void)
+{
+	return 4 * MaxBackends + 64;
+}
+
+static Size
+lq_shared_size(void)
+{
+	return add_size(offsetof(LqShared, ring),
+					mul_size(lq_ring_size(), sizeof(int)));
+}
+
+static Size
+lq_slots_size(void)
+{
+	return mul_size(MaxBackends, sizeof(LqSlot));
+}
+
+/*
+ * lq_shmem_request asks for our shared memory.  MaxBackends is valid here
+ * (the postmaster computes it before running the request hooks).
+ */
+void
+lq_shmem_request(void)
+{
+	if (prev_shmem_request_hook)
+		prev_shmem_request_hook();
+
+	RequestAddinShmemSpace(add_size(lq_shared_size(), lq_slots_size()));
+}
+
+/*
+ * lq_shmem_startup creates or attaches to the shared state.  It runs in the
+ * postmaster at start and after every crash restart, so a crash always
+ * leaves a fresh, empty set of slots and a clock that must be set up again.
+ */
+void
+lq_shmem_startup(void)
+{
+	bool		found_shared;
+	bool		found_slots;
+
+	if (prev_shmem_startup_hook)
+		prev_shmem_startup_hook();
+
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+
+	lq_shared = ShmemInitStruct("lockq shared state", lq_shared_size(),
+								&found_shared);
+	lq_slots = ShmemInitStruct("lockq request slots", lq_slots_size(),
+							   &found_slots);
+
+	if (!found_shared)
+	{
+		int			i;
+
+		memset(lq_shared, 0, lq_shared_size());
+		SpinLockInit(&lq_shared->mutex);
+		lq_shared->worker_pid = 0;
+		lq_shared->worker_procno = -1;
+		lq_shared->ring_size = lq_ring_size();
+		lq_shared->nslots = MaxBackends;
+		lq_shared->next_arrival = 1;
+		pg_atomic_init_u64(&lq_shared->holders, 0);
+		pg_atomic_init_u64(&lq_shared->waiters, 0);
+		pg_atomic_init_u64(&lq_shared->clock_last, 0);
+		pg_atomic_init_u64(&lq_shared->clock_ceiling, 0);
+		pg_atomic_init_u32(&lq_shared->clock_ready, 0);
+		for (i = 0; i < LQ_STAT_COUNT; i++)
+			pg_atomic_init_u64(&lq_shared->stats[i], 0);
+	}
+
+	if (!found_slots)
+	{
+		int			i;
+
+		memset(lq_slots, 0, lq_slots_size());
+		for (i = 0; i < MaxBackends; i++)
+		{
+			SpinLockInit(&lq_slots[i].mutex);
+			lq_slots[i].state = LQ_SLOT_FREE;
+			lq_slots[i].pgprocno = -1;
+			ConditionVariableInit(&lq_slots[i].freed);
+		}
+	}
+
+	LWLockRelease(AddinShmemInitLock);
+}
+
+/*
+ * lq_shmem_init_hooks installs the hooks, chaining whatever was there.
+ */
+void
+lq_shmem_init_hooks(void)
+{
+	prev_shmem_request_hook = shmem_request_hook;
+	shmem_request_hook = lq_shmem_request;
+	prev_shmem_startup_hook = shmem_startup_hook;
+	shmem_startup_hook = lq_shmem_startup;
+}
+
+/*
+ * lq_ring_push appends a slot to the arrival ring and stamps the slot with
+ * its arrival number, both under LqShared->mutex so that the ring order and
+ * the arrival numbers agree.  The caller must already have made the slot's
+ * state say what the worker is to do, and wakes the worker afterwards.
+ */
+void
+lq_ring_push(int slotno)
+{
+	LqShared   *sh = lq_shared;
+
+	SpinLockAcquire(&sh->mutex);
+	lq_slots[slotno].arrival = sh->next_arrival++;
+	if (sh->ring_tail - sh->ring_head < (uint64) sh->ring_size)
+	{
+		sh->ring[sh->ring_tail % sh->ring_size] = slotno;
+		sh->ring_tail++;
+	}
+	else
+		sh->ring_overflow = true;
+	SpinLockRelease(&sh->mutex);
+}
+
+/*
+ * lq_ring_drain moves up to max entries out of the ring into out[], oldest
+ * first, and reports (and clears) an overflow.  Worker only.
+ */
+int
+lq_ring_drain(int *out, int max, bool *overflow)
+{
+	LqShared   *sh = lq_shared;
+	int			n = 0;
+
+	SpinLockAcquire(&sh->mutex);
+	while (n < max && sh->ring_head < sh->ring_tail)
+	{
+		out[n++] = sh->ring[sh->ring_head % sh->ring_size];
+		sh->ring_head++;
+	}
+	*overflow = sh->ring_overflow;
+	sh->ring_overflow = false;
+	SpinLockRelease(&sh->mutex);
+
+	return n;
+}
+
+/*
+ * lq_wake_worker sets the lock server's latch, if it is running.  A stale
+ * procno only causes a spurious wake-up of whoever has that PGPROC now.
+ */
+void
+lq_wake_worker(void)
+{
+	int			procno;
+
+	SpinLockAcquire(&lq_shared->mutex);
+	procno = lq_shared->worker_procno;
+	SpinLockRelease(&lq_shared->mutex);
+
+	if (procno >= 0)
+		SetLatch(&ProcGlobal->allProcs[procno].procLatch);
+}
+
+/*
+ * lq_wake_slot sets the latch of the backend that owns a slot.
+ */
+void
+lq_wake_slot(int slotno)
+{
+	int			procno;
+
+	SpinLockAcquire(&lq_slots[slotno].mutex);
+	procno = lq_slots[slotno].pgprocno;
+	SpinLockRelease(&lq_slots[slotno].mutex);
+
+	if (procno >= 0)
+		SetLatch(&ProcGlobal->allProcs[procno].procLatch);
+}
+
+void
+lq_stat_add(LqStat stat, uint64 n)
+{
+	if (lq_shared != NULL && n > 0)
+		pg_atomic_fetch_add_u64(&lq_shared->stats[stat], n);
+}

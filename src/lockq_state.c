@@ -1,0 +1,1304 @@
+/*-------------------------------------------------------------------------
+ *
+ * lockq_state.c
+ *		The lock server's in-memory lock table and the rules of lockq: FIFO
+ *		queues, hand-off to the head, leases, re-entrancy, and what cancels
+ *		and session ends leave behind (nothing).
+ *
+ * Everything here runs in the worker, inside its batch transaction, one
+ * request at a time in arrival order.  The in-memory state is the truth
+ * while the worker runs; every change is also written to the tables in the
+ * same transaction (lockq_store.c), so that the worker can rebuild this
+ * state from them after a restart or an error.  Answers to backends and
+ * NOTIFYs are collected by the worker and only released after the commit.
+ *
+ * Invariants:
+ *	- A lock that is not held has an empty queue (grants hand off at once),
+ *	  except while its grant is "ending": released or expired, but its row
+ *	  still locked by a fenced transaction (see lq_finish_end).
+ *	- A lock with no holder and no waiters is not in the table.
+ *	- Queue order is arrival order; ts comes from the clock, which is
+ *	  strictly increasing, so (ts, owner) order equals arrival order.
+ *
+ * Copyright (c) 2026, lockq developers
+ *
+ * IDENTIFICATION
+ *		src/lockq_state.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "lib/ilist.h"
+#include "lib/pairingheap.h"
+#include "nodes/pg_list.h"
+#include "utils/errcodes.h"
+#include "utils/hsearch.h"
+#include "utils/memutils.h"
+
+#include "lockq_state.h"
+#include "lockq_store.h"
+
+/* A deadline in the timer heap: a lease end, or a waiter's deadline. */
+typedef struct LqTimer
+{
+	pairingheap_node ph;
+	int64		at;
+	bool		armed;
+	bool		is_lease;		/* in LqLock.lease, else LqWaiter.timer */
+} LqTimer;
+
+typedef struct LqWaiter LqWaiter;
+
+typedef struct LqLock
+{
+	char		lock_id[LQ_MAX_ID_LEN + 1]; /* hash key, must be first */
+	bool		held;
+	bool		ending;			/* grant over, row deletion deferred */
+	bool		confirmed;		/* false: client grant not picked up yet */
+	bool		in_deferred;
+	char	   *owner;
+	char	   *channel;		/* holder's NOTIFY channel, or NULL */
+	int64		token;
+	int64		ttl;
+	int64		acquired;
+	int64		expires;
+	int			session_slot;	/* session-bound grants: the slot, else -1 */
+	int			session_pid;
+	int64		session_start;
+	Oid			role;
+	LqTimer		lease;
+	dlist_node	session_node;	/* in LqSession.held */
+	dlist_node	deferred_node;	/* in lq_deferred */
+	dlist_head	queue;			/* of LqWaiter, head is next */
+	int			nwaiters;
+} LqLock;
+
+typedef struct LqWaiterKey
+{
+	char		lock_id[LQ_MAX_ID_LEN + 1];
+	char		owner[LQ_MAX_OWNER_LEN + 1];
+} LqWaiterKey;
+
+struct LqWaiter
+{
+	LqWaiterKey key;			/* hash key, must be first */
+	LqLock	   *lock;
+	int64		ts;
+	bool		client;			/* client-side waiter, else a backend */
+	int			slot;			/* backend waiter: its slot and request */
+	uint64		reqid;
+	int			session_pid;
+	int64		session_start;
+	bool		session_owner;	/* owner is the waiting session itself */
+	int64		ttl;
+	int64		heartbeat;		/* client waiter: µs allowed between calls */
+	Oid			role;
+	char	   *channel;
+	LqTimer		timer;			/* timeout, or heartbeat deadline */
+	dlist_node	node;
+};
+
+/* Per request slot: what a session has in the lock table. */
+typedef struct LqSession
+{
+	dlist_head	held;			/* its session-bound grants */
+	LqWaiter   *waiter;			/* its lockq_get in progress, if queued */
+} LqSession;
+
+typedef enum LqEndReason
+{
+	LQ_END_RELEASE,
+	LQ_END_EXPIRE,
+	LQ_END_SESSION,
+	LQ_END_FORCE,
+	LQ_END_CANCEL
+} LqEndReason;
+
+static MemoryContext lq_state_cxt = NULL;
+static HTAB *lq_locks = NULL;
+static HTAB *lq_waiters = NULL;
+static pairingheap *lq_timers = NULL;
+static dlist_head lq_deferred;
+static LqSession *lq_sessions = NULL;
+static int64 lq_nwaiters = 0;
+static int64 lq_nholders = 0;
+
+static void lq_end_grant(LqLock *lock, LqEndReason why, int64 now);
+static void lq_finish_end(LqLock *lock, int64 now);
+static void lq_grant_next(LqLock *lock, int64 now);
+
+/*
+ * Timers.  pairingheap is a max-heap, so the comparator is reversed to put
+ * the earliest deadline first.
+ */
+static int
+lq_timer_cmp(const pairingheap_node *a, const pairingheap_node *b, void *arg)
+{
+	const LqTimer *ta = pairingheap_const_container(LqTimer, ph, a);
+	const LqTimer *tb = pairingheap_const_container(LqTimer, ph, b);
+
+	if (ta->at < tb->at)
+		return 1;
+	if (ta->at > tb->at)
+		return -1;
+	return 0;
+}
+
+static void
+lq_timer_disarm(LqTimer *t)
+{
+	if (t->armed)
+	{
+		pairingheap_remove(lq_timers, &t->ph);
+		t->armed = false;
+	}
+}
+
+static void
+lq_timer_arm(LqTimer *t, int64 at)
+{
+	lq_timer_disarm(t);
+	t->at = at;
+	pairingheap_add(lq_timers, &t->ph);
+	t->armed = true;
+}
+
+/*
+ * lq_state_reset forgets everything (the tables stay as they are).
+ */
+void
+lq_state_reset(void)
+{
+	HASHCTL		ctl;
+	int			i;
+	MemoryContext old;
+
+	MemoryContextReset(lq_state_cxt);
+	old = MemoryContextSwitchTo(lq_state_cxt);
+
+	memset(&ctl, 0, sizeof(ctl));
+	ctl.keysize = LQ_MAX_ID_LEN + 1;
+	ctl.entrysize = sizeof(LqLock);
+	ctl.hcxt = lq_state_cxt;
+	lq_locks = hash_create("lockq locks", 1024, &ctl,
+						   HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+
+	memset(&ctl, 0, sizeof(ctl));
+	ctl.keysize = sizeof(LqWaiterKey);
+	ctl.entrysize = sizeof(LqWaiter);
+	ctl.hcxt = lq_state_cxt;
+	lq_waiters = hash_create("lockq waiters", 1024, &ctl,
+							 HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+
+	lq_timers = pairingheap_allocate(lq_timer_cmp, NULL);
+	dlist_init(&lq_deferred);
+	lq_sessions = palloc(sizeof(LqSession) * lq_shared->nslots);
+	for (i = 0; i < lq_shared->nslots; i++)
+	{
+		dlist_init(&lq_sessions[i].held);
+		lq_sessions[i].waiter = NULL;
+	}
+	lq_nwaiters = 0;
+	lq_nholders = 0;
+	MemoryContextSwitchTo(old);
+}
+
+/*
+ * lq_state_init creates the state's memory context.  Worker start only.
+ */
+void
+lq_state_init(void)
+{
+	lq_state_cxt = AllocSetContextCreate(TopMemoryContext, "lockq state",
+										 ALLOCSET_DEFAULT_SIZES);
+	lq_state_reset();
+}
+
+static char *
+lq_strdup(const char *s)
+{
+	return (s == NULL || s[0] == '\0') ? NULL : MemoryContextStrdup(lq_state_cxt, s);
+}
+
+static void
+lq_strfree(char **s)
+{
+	if (*s != NULL)
+		pfree(*s);
+	*s = NULL;
+}
+
+static LqLock *
+lq_lock_lookup(const char *lock_id, bool create)
+{
+	bool		found;
+	LqLock	   *lock;
+
+	lock = hash_search(lq_locks, lock_id, create ? HASH_ENTER : HASH_FIND,
+					   &found);
+	if (lock != NULL && !found)
+	{
+		lock->held = false;
+		lock->ending = false;
+		lock->confirmed = true;
+		lock->in_deferred = false;
+		lock->owner = NULL;
+		lock->channel = NULL;
+		lock->token = 0;
+		lock->session_slot = -1;
+		lock->lease.armed = false;
+		lock->lease.is_lease = true;
+		dlist_init(&lock->queue);
+		lock->nwaiters = 0;
+	}
+	return lock;
+}
+
+/*
+ * lq_lock_maybe_drop removes a lock that has neither holder nor waiters.
+ * The pointer is invalid afterwards.
+ */
+static void
+lq_lock_maybe_drop(LqLock *lock)
+{
+	if (lock != NULL && !lock->held && lock->nwaiters == 0)
+	{
+		Assert(!lock->lease.armed && !lock->in_deferred);
+		hash_search(lq_locks, lock->lock_id, HASH_REMOVE, NULL);
+	}
+}
+
+static void
+lq_waiter_key(LqWaiterKey *key, const char *lock_id, const char *owner)
+{
+	memset(key, 0, sizeof(LqWaiterKey));
+	strlcpy(key->lock_id, lock_id, sizeof(key->lock_id));
+	strlcpy(key->owner, owner, sizeof(key->owner));
+}
+
+static LqWaiter *
+lq_waiter_lookup(const char *lock_id, const char *owner)
+{
+	LqWaiterKey key;
+
+	lq_waiter_key(&key, lock_id, owner);
+	return hash_search(lq_waiters, &key, HASH_FIND, NULL);
+}
+
+static bool
+lq_holder_is(LqLock *lock, const char *owner)
+{
+	return lock != NULL && lock->held && !lock->ending &&
+		strcmp(lock->owner, owner) == 0;
+}
+
+static void
+lq_slot_identity(int slotno, int *pid, int64 *start)
+{
+	LqSlot	   *slot = &lq_slots[slotno];
+
+	SpinLockAcquire(&slot->mutex);
+	*pid = slot->pid;
+	*start = slot->session_start;
+	SpinLockRelease(&slot->mutex);
+}
+
+static void
+lq_reply(int slotno, uint64 reqid, LqStatus status, int64 token, bool fresh)
+{
+	LqResult	res;
+
+	memset(&res, 0, sizeof(res));
+	res.status = status;
+	res.token = token;
+	res.fresh_grant = fresh;
+	lq_worker_reply(slotno, reqid, &res);
+}
+
+static void
+lq_reply_error(int slotno, uint64 reqid, int sqlerrcode, const char *fmt,...)
+pg_attribute_printf(4, 5);
+
+static void
+lq_reply_error(int slotno, uint64 reqid, int sqlerrcode, const char *fmt,...)
+{
+	LqResult	res;
+	va_list		ap;
+
+	memset(&res, 0, sizeof(res));
+	res.status = LQ_ST_ERROR;
+	res.sqlerrcode = sqlerrcode;
+	va_start(ap, fmt);
+	vsnprintf(res.message, sizeof(res.message), fmt, ap);
+	va_end(ap);
+	lq_worker_reply(slotno, reqid, &res);
+}
+
+/*
+ * lq_grant makes owner the holder of a free lock: a new token, a lease of
+ * lease microseconds from now, a row in lockq.owners.  A session-bound grant
+ * (session_slot >= 0) is also filed under its session, to end with it.
+ * The batch must commit synchronously before the token is shown to anyone.
+ */
+static int64
+lq_grant(LqLock *lock, const char *owner, int64 ttl, int64 lease,
+		 int session_slot, int session_pid, int64 session_start,
+		 Oid role, const char *channel, bool confirmed)
+{
+	LqOwnerRow	row;
+	int64		t = lq_worker_tick();
+
+	Assert(!lock->held);
+	lock->held = true;
+	lock->ending = false;
+	lock->confirmed = confirmed;
+	lock->owner = lq_strdup(owner);
+	lock->channel = lq_strdup(channel);
+	lock->token = lq_store_next_token();
+	lock->ttl = ttl;
+	lock->acquired = t;
+	lock->expires = t + lease;
+	lock->session_slot = session_slot;
+	lock->session_pid = session_slot >= 0 ? session_pid : 0;
+	lock->session_start = session_slot >= 0 ? session_start : 0;
+	lock->role = role;
+
+	row.lock_id = lock->lock_id;
+	row.owner = lock->owner;
+	row.token = lock->token;
+	row.ttl = lock->ttl;
+	row.acquired = lock->acquired;
+	row.expires = lock->expires;
+	row.session_pid = lock->session_pid;
+	row.session_start = lock->session_start;
+	row.role = role;
+	row.channel = lock->channel;
+	lq_store_owner_insert(&row);
+
+	lq_timer_arm(&lock->lease, lock->expires);
+	if (session_slot >= 0)
+		dlist_push_tail(&lq_sessions[session_slot].held, &lock->session_node);
+
+	lq_nholders++;
+	lq_worker_need_sync();
+	lq_stat_add(LQ_STAT_GRANTS, 1);
+	return lock->token;
+}
+
+/*
+ * lq_set_lease moves the current grant's lease end, and confirms a client
+ * grant.  Must commit synchronously: the holder relies on the new end.
+ */
+static void
+lq_set_lease(LqLock *lock, int64 expires)
+{
+	Assert(lock->held && !lock->ending);
+	lock->expires = expires;
+	lock->confirmed = true;
+	lq_store_owner_set_expires(lock->lock_id, lock->token, expires);
+	lq_timer_arm(&lock->lease, expires);
+	lq_worker_need_sync();
+	lq_stat_add(LQ_STAT_RENEWALS, 1);
+}
+
+/*
+ * lq_waiter_create appends a waiter to a lock's queue.  With insert_row the
+ * waiter gets a fresh ts and a row in lockq.queue; when loading, the row
+ * and its ts exist already.
+ */
+static LqWaiter *
+lq_waiter_create(LqLock *lock, const char *owner, bool client, int64 ts,
+				 bool insert_row, int64 ttl, int64 heartbeat, Oid role,
+				 const char *channel, int slotno, uint64 reqid,
+				 int session_pid, int64 session_start)
+{
+	LqWaiterKey key;
+	LqWaiter   *w;
+	bool		found;
+
+	lq_waiter_key(&key, lock->lock_id, owner);
+	w = hash_search(lq_waiters, &key, HASH_ENTER, &found);
+	Assert(!found);
+	w->lock = lock;
+	w->ts = insert_row ? lq_worker_tick() : ts;
+	w->client = client;
+	w->slot = client ? -1 : slotno;
+	w->reqid = reqid;
+	w->session_pid = client ? 0 : session_pid;
+	w->session_start = client ? 0 : session_start;
+	w->session_owner = strncmp(owner, LQ_SESSION_PREFIX,
+							   strlen(LQ_SESSION_PREFIX)) == 0;
+	w->ttl = ttl;
+	w->heartbeat = heartbeat;
+	w->role = role;
+	w->channel = lq_strdup(channel);
+	w->timer.armed = false;
+	w->timer.is_lease = false;
+	dlist_push_tail(&lock->queue, &w->node);
+	lock->nwaiters++;
+	lq_nwaiters++;
+
+	if (insert_row)
+	{
+		LqQueueRow	row;
+
+		row.lock_id = lock->lock_id;
+		row.ts = w->ts;
+		row.owner = owner;
+		row.client = client;
+		row.ttl = ttl;
+		row.heartbeat = heartbeat;
+		row.session_pid = w->session_pid;
+		row.session_start = w->session_start;
+		row.role = role;
+		row.channel = w->channel;
+		lq_store_queue_insert(&row);
+		lq_stat_add(LQ_STAT_ENQUEUES, 1);
+	}
+	if (!client)
+		lq_sessions[slotno].waiter = w;
+	return w;
+}
+
+/*
+ * lq_waiter_remove takes a waiter out of its queue (and, with delete_row,
+ * out of lockq.queue).  It does not hand the lock on: a lock with waiters is
+ * held, so removing one never makes the lock grantable.
+ */
+static void
+lq_waiter_remove(LqWaiter *w, bool delete_row)
+{
+	LqLock	   *lock = w->lock;
+
+	dlist_delete(&w->node);
+	lock->nwaiters--;
+	lq_nwaiters--;
+	lq_timer_disarm(&w->timer);
+	if (!w->client && w->slot >= 0 && lq_sessions[w->slot].waiter == w)
+		lq_sessions[w->slot].waiter = NULL;
+	if (delete_row)
+		lq_store_queue_delete(lock->lock_id, w->key.owner);
+	lq_strfree(&w->channel);
+	hash_search(lq_waiters, &w->key, HASH_REMOVE, NULL);
+}
+
+/*
+ * lq_end_grant ends the current grant, for the given reason.  A holder that
+ * can be told (a client-side waiter's channel) hears that it lost the lock
+ * unless it gave it up itself.  Then the row is deleted and the lock handed
+ * on, or, if a fenced transaction holds the row, both are deferred.  The
+ * lock pointer may be invalid afterwards.
+ */
+static void
+lq_end_grant(LqLock *lock, LqEndReason why, int64 now)
+{
+	Assert(lock->held && !lock->ending);
+
+	lq_timer_disarm(&lock->lease);
+	if (lock->session_slot >= 0)
+	{
+		dlist_delete(&lock->session_node);
+		lock->session_slot = -1;
+	}
+	if (lock->channel != NULL && (why == LQ_END_EXPIRE || why == LQ_END_FORCE))
+		lq_worker_notify(lock->channel, "lost", lock->token, lock->lock_id,
+						 lock->owner);
+
+	switch (why)
+	{
+		case LQ_END_RELEASE:
+			lq_stat_add(LQ_STAT_RELEASES, 1);
+			break;
+		case LQ_END_EXPIRE:
+			lq_stat_add(LQ_STAT_EXPIRIES, 1);
+			break;
+		case LQ_END_SESSION:
+			lq_stat_add(LQ_STAT_SESSION_RELEASES, 1);
+			break;
+		case LQ_END_FORCE:
+			lq_stat_add(LQ_STAT_FORCED_RELEASES, 1);
+			break;
+		case LQ_END_CANCEL:
+			lq_stat_add(LQ_STAT_CANCELS, 1);
+			break;
+	}
+
+	lock->ending = true;
+	if (lock->expires > now)
+	{
+		/*
+		 * Cut the lease short in memory; the row is only rewritten if it
+		 * has to stay (below), so that lockq_holds sees the end.
+		 */
+		lock->expires = now;
+	}
+	lq_finish_end(lock, now);
+}
+
+/*
+ * lq_finish_end completes an ending grant: deletes its row and hands the
+ * lock to the head of the queue.  If a fenced transaction holds the row
+ * (lockq_holds took KEY SHARE), the row stays, with its lease cut to the end
+ * time so that lockq_holds answers false from now on, and the lock waits on
+ * the deferred list; the worker retries when such a transaction ends.
+ */
+static void
+lq_finish_end(LqLock *lock, int64 now)
+{
+	if (lq_store_owner_end(lock->lock_id, lock->token) == LQ_END_LOCKED)
+	{
+		if (!lock->in_deferred)
+		{
+			lq_store_owner_set_expires(lock->lock_id, lock->token,
+									   lock->expires);
+			dlist_push_tail(&lq_deferred, &lock->deferred_node);
+			lock->in_deferred = true;
+			lq_stat_add(LQ_STAT_DEFERRED_HANDOFFS, 1);
+		}
+		return;
+	}
+
+	if (lock->in_deferred)
+	{
+		dlist_delete(&lock->deferred_node);
+		lock->in_deferred = false;
+	}
+	lock->held = false;
+	lock->ending = false;
+	lq_strfree(&lock->owner);
+	lq_strfree(&lock->channel);
+	lq_nholders--;
+	lq_grant_next(lock, now);
+}
+
+/*
+ * lq_grant_next hands a free lock to the head of its queue: a waiting
+ * backend gets its answer after the commit; a client-side waiter gets a
+ * NOTIFY and a first lease no longer than its heartbeat interval, which
+ * becomes the full ttl when it picks the grant up (a dead client-side waiter
+ * at the head thus blocks the queue for one heartbeat interval at most).
+ * A lock left with nobody is dropped; the pointer may be invalid afterwards.
+ */
+static void
+lq_grant_next(LqLock *lock, int64 now)
+{
+	LqWaiter   *w;
+	char		owner[LQ_MAX_OWNER_LEN + 1];
+	int64		token;
+
+	Assert(!lock->held);
+	if (lock->nwaiters == 0)
+	{
+		lq_lock_maybe_drop(lock);
+		return;
+	}
+
+	w = dlist_head_element(LqWaiter, node, &lock->queue);
+	strlcpy(owner, w->key.owner, sizeof(owner));
+
+	if (w->client)
+	{
+		char	   *channel = w->channel ? pstrdup(w->channel) : NULL;
+		int64		ttl = w->ttl;
+		int64		lease = Min(w->ttl, w->heartbeat);
+		Oid			role = w->role;
+
+		lq_waiter_remove(w, true);
+		token = lq_grant(lock, owner, ttl, lease, -1, 0, 0, role, channel,
+						 false);
+		if (channel != NULL)
+			lq_worker_notify(channel, "grant", token, lock->lock_id, owner);
+	}
+	else
+	{
+		int			slotno = w->slot;
+		uint64		reqid = w->reqid;
+		bool		bound = w->session_owner;
+		int			pid = w->session_pid;
+		int64		start = w->session_start;
+		int64		ttl = w->ttl;
+		Oid			role = w->role;
+
+		lq_waiter_remove(w, true);
+		token = lq_grant(lock, owner, ttl, ttl, bound ? slotno : -1, pid,
+						 start, role, NULL, true);
+		lq_reply(slotno, reqid, LQ_ST_GRANTED, token, true);
+	}
+	lq_stat_add(LQ_STAT_HANDOFFS, 1);
+}
+
+static bool
+lq_lock_is_free(LqLock *lock)
+{
+	return lock == NULL || (!lock->held && lock->nwaiters == 0);
+}
+
+/*
+ * lq_grant_now grants a free lock to the requester of slotno, bound to its
+ * session when the owner is the session.
+ */
+static int64
+lq_grant_now(LqLock *lock, int slotno, const LqRequest *req, int64 lease,
+			 bool confirmed)
+{
+	int			pid = 0;
+	int64		start = 0;
+
+	if (req->session_owner)
+		lq_slot_identity(slotno, &pid, &start);
+	return lq_grant(lock, req->owner, req->ttl_us, lease,
+					req->session_owner ? slotno : -1, pid, start, req->role,
+					req->channel, confirmed);
+}
+
+static void
+lq_reply_reentrant(int slotno, uint64 reqid, LqLock *lock, int64 now,
+				   int64 ttl)
+{
+	lq_set_lease(lock, Max(lock->expires, now + ttl));
+	lq_reply(slotno, reqid, LQ_ST_GRANTED, lock->token, false);
+}
+
+/*
+ * lq_apply_get: lockq_get.  The holder gets its token back with the lease
+ * extended; anyone else gets the lock if it is free and nobody waits, or
+ * joins the tail of the queue and is answered when granted or timed out.
+ */
+static void
+lq_apply_get(int slotno, uint64 reqid, const LqRequest *req, int64 now)
+{
+	LqLock	   *lock = lq_lock_lookup(req->lock_id, true);
+	LqWaiter   *w;
+	int			pid;
+	int64		start;
+
+	if (lq_holder_is(lock, req->owner))
+	{
+		lq_reply_reentrant(slotno, reqid, lock, now, req->ttl_us);
+		return;
+	}
+	if (lq_waiter_lookup(req->lock_id, req->owner) != NULL)
+	{
+		lq_reply_error(slotno, reqid, ERRCODE_OBJECT_IN_USE,
+					   "owner \"%s\" is already waiting for lock \"%s\"",
+					   req->owner, req->lock_id);
+		lq_lock_maybe_drop(lock);
+		return;
+	}
+	if (lq_lock_is_free(lock))
+	{
+		int64		token = lq_grant_now(lock, slotno, req, req->ttl_us, true);
+
+		lq_reply(slotno, reqid, LQ_ST_GRANTED, token, true);
+		return;
+	}
+	if (lq_nwaiters >= lockq_max_waiters)
+	{
+		lq_reply_error(slotno, reqid, ERRCODE_INSUFFICIENT_RESOURCES,
+					   "too many lockq waiters");
+		return;
+	}
+
+	lq_slot_identity(slotno, &pid, &start);
+	w = lq_waiter_create(lock, req->owner, false, 0, true, req->ttl_us, 0,
+						 req->role, NULL, slotno, reqid, pid, start);
+	if (req->deadline > 0)
+		lq_timer_arm(&w->timer, req->deadline);
+}
+
+/*
+ * lq_apply_try: lockq_try.  Never queues: token, or NOT_AVAILABLE when the
+ * lock is held by another owner or anyone is queued (no barging).
+ */
+static void
+lq_apply_try(int slotno, uint64 reqid, const LqRequest *req, int64 now)
+{
+	LqLock	   *lock = lq_lock_lookup(req->lock_id, false);
+
+	if (lq_holder_is(lock, req->owner))
+		lq_reply_reentrant(slotno, reqid, lock, now, req->ttl_us);
+	else if (lq_lock_is_free(lock))
+	{
+		int64		token;
+
+		lock = lq_lock_lookup(req->lock_id, true);
+		token = lq_grant_now(lock, slotno, req, req->ttl_us, true);
+		lq_reply(slotno, reqid, LQ_ST_GRANTED, token, true);
+	}
+	else
+		lq_reply(slotno, reqid, LQ_ST_NOT_AVAILABLE, 0, false);
+}
+
+static bool
+lq_token_matches(const LqRequest *req, const LqLock *lock)
+{
+	return !req->has_token || req->token == lock->token;
+}
+
+/*
+ * lq_apply_release: lockq_release.  Only the holder (with the right token,
+ * if one is given) can release.
+ */
+static void
+lq_apply_release(int slotno, uint64 reqid, const LqRequest *req, int64 now)
+{
+	LqLock	   *lock = lq_lock_lookup(req->lock_id, false);
+
+	if (lq_holder_is(lock, req->owner) && lq_token_matches(req, lock))
+	{
+		lq_end_grant(lock, LQ_END_RELEASE, now);
+		lq_reply(slotno, reqid, LQ_ST_TRUE, 0, false);
+	}
+	else
+		lq_reply(slotno, reqid, LQ_ST_FALSE, 0, false);
+}
+
+/*
+ * lq_apply_renew: lockq_renew sets the lease end to now + ttl (the grant's
+ * own ttl when none is given).
+ */
+static void
+lq_apply_renew(int slotno, uint64 reqid, const LqRequest *req, int64 now)
+{
+	LqLock	   *lock = lq_lock_lookup(req->lock_id, false);
+
+	if (lq_holder_is(lock, req->owner) && lq_token_matches(req, lock))
+	{
+		lq_set_lease(lock, now + (req->has_ttl ? req->ttl_us : lock->ttl));
+		lq_reply(slotno, reqid, LQ_ST_TRUE, 0, false);
+	}
+	else
+		lq_reply(slotno, reqid, LQ_ST_FALSE, 0, false);
+}
+
+/*
+ * lq_refresh_waiter restarts a client-side waiter's heartbeat window.  A
+ * new channel is recorded (the client may have reconnected).
+ */
+static void
+lq_refresh_waiter(LqWaiter *w, const LqRequest *req, int64 now)
+{
+	if (req->op == LQ_OP_ENQUEUE)
+	{
+		w->heartbeat = req->wait_ttl_us;
+		if (strcmp(w->channel ? w->channel : "", req->channel) != 0)
+		{
+			LqQueueRow	row;
+
+			lq_strfree(&w->channel);
+			w->channel = lq_strdup(req->channel);
+			/* rewrite the row: the channel must survive a restart */
+			lq_store_queue_delete(w->lock->lock_id, w->key.owner);
+			row.lock_id = w->lock->lock_id;
+			row.ts = w->ts;
+			row.owner = w->key.owner;
+			row.client = true;
+			row.ttl = w->ttl;
+			row.heartbeat = w->heartbeat;
+			row.session_pid = 0;
+			row.session_start = 0;
+			row.role = w->role;
+			row.channel = w->channel;
+			lq_store_queue_insert(&row);
+		}
+	}
+	lq_timer_arm(&w->timer, now + w->heartbeat);
+}
+
+/*
+ * lq_apply_enqueue: lockq_enqueue queues a client-side waiter without
+ * blocking anyone; calling it again while queued is a heartbeat.
+ */
+static void
+lq_apply_enqueue(int slotno, uint64 reqid, const LqRequest *req, int64 now)
+{
+	LqLock	   *lock = lq_lock_lookup(req->lock_id, true);
+	LqWaiter   *w;
+
+	if (lq_holder_is(lock, req->owner))
+	{
+		lq_reply_reentrant(slotno, reqid, lock, now, req->ttl_us);
+		return;
+	}
+	w = lq_waiter_lookup(req->lock_id, req->owner);
+	if (w != NULL && !w->client)
+	{
+		lq_reply_error(slotno, reqid, ERRCODE_OBJECT_IN_USE,
+					   "owner \"%s\" is already waiting for lock \"%s\" in a backend",
+					   req->owner, req->lock_id);
+		return;
+	}
+	if (w != NULL)
+	{
+		lq_refresh_waiter(w, req, now);
+		lq_reply(slotno, reqid, LQ_ST_QUEUED, 0, false);
+		return;
+	}
+	if (lq_lock_is_free(lock))
+	{
+		int64		token = lq_grant_now(lock, slotno, req, req->ttl_us, true);
+
+		lq_reply(slotno, reqid, LQ_ST_GRANTED, token, true);
+		return;
+	}
+	if (lq_nwaiters >= lockq_max_waiters)
+	{
+		lq_reply_error(slotno, reqid, ERRCODE_INSUFFICIENT_RESOURCES,
+					   "too many lockq waiters");
+		return;
+	}
+	w = lq_waiter_create(lock, req->owner, true, 0, true, req->ttl_us,
+						 req->wait_ttl_us, req->role, req->channel, -1, 0,
+						 0, 0);
+	lq_timer_arm(&w->timer, now + w->heartbeat);
+	lq_reply(slotno, reqid, LQ_ST_QUEUED, 0, false);
+}
+
+/*
+ * lq_apply_heartbeat: lockq_heartbeat.  For a holder it also confirms the
+ * grant and restarts the full lease.
+ */
+static void
+lq_apply_heartbeat(int slotno, uint64 reqid, const LqRequest *req, int64 now)
+{
+	LqLock	   *lock = lq_lock_lookup(req->lock_id, false);
+	LqWaiter   *w;
+
+	if (lq_holder_is(lock, req->owner))
+	{
+		lq_reply_reentrant(slotno, reqid, lock, now, lock->ttl);
+		return;
+	}
+	w = lq_waiter_lookup(req->lock_id, req->owner);
+	if (w != NULL && w->client)
+	{
+		lq_refresh_waiter(w, req, now);
+		lq_reply(slotno, reqid, LQ_ST_QUEUED, 0, false);
+	}
+	else if (w != NULL)
+		lq_reply_error(slotno, reqid, ERRCODE_OBJECT_IN_USE,
+					   "owner \"%s\" is waiting for lock \"%s\" in a backend",
+					   req->owner, req->lock_id);
+	else
+		lq_reply_error(slotno, reqid, ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+					   "owner \"%s\" is not waiting for lock \"%s\"",
+					   req->owner, req->lock_id);
+}
+
+/*
+ * lq_apply_cancel: lockq_cancel withdraws a client-side waiter, and if the
+ * grant won the race, releases it so that it passes on at once.
+ */
+static void
+lq_apply_cancel(int slotno, uint64 reqid, const LqRequest *req, int64 now)
+{
+	LqLock	   *lock = lq_lock_lookup(req->lock_id, false);
+	LqWaiter   *w = lq_waiter_lookup(req->lock_id, req->owner);
+
+	if (w != NULL && w->client)
+	{
+		LqLock	   *wl = w->lock;
+
+		lq_waiter_remove(w, true);
+		lq_stat_add(LQ_STAT_CANCELS, 1);
+		lq_lock_maybe_drop(wl);
+		lq_reply(slotno, reqid, LQ_ST_TRUE, 0, false);
+	}
+	else if (w == NULL && lq_holder_is(lock, req->owner))
+	{
+		lq_end_grant(lock, LQ_END_CANCEL, now);
+		lq_reply(slotno, reqid, LQ_ST_TRUE, 0, false);
+	}
+	else
+		lq_reply(slotno, reqid, LQ_ST_FALSE, 0, false);
+}
+
+static void
+lq_apply_force_release(int slotno, uint64 reqid, const LqRequest *req,
+					   int64 now)
+{
+	LqLock	   *lock = lq_lock_lookup(req->lock_id, false);
+
+	if (lock != NULL && lock->held && !lock->ending)
+	{
+		lq_end_grant(lock, LQ_END_FORCE, now);
+		lq_reply(slotno, reqid, LQ_ST_TRUE, 0, false);
+	}
+	else
+		lq_reply(slotno, reqid, LQ_ST_FALSE, 0, false);
+}
+
+/*
+ * lq_state_apply applies one request.  now is the batch's clock reading;
+ * values that others see (queue ts, acquisition time) are fresh ticks.
+ */
+void
+lq_state_apply(int slotno, uint64 reqid, const LqRequest *req, int64 now)
+{
+	lq_stat_add(LQ_STAT_REQUESTS, 1);
+
+	switch (req->op)
+	{
+		case LQ_OP_GET:
+			lq_apply_get(slotno, reqid, req, now);
+			break;
+		case LQ_OP_TRY:
+			lq_apply_try(slotno, reqid, req, now);
+			break;
+		case LQ_OP_RELEASE:
+			lq_apply_release(slotno, reqid, req, now);
+			break;
+		case LQ_OP_RENEW:
+			lq_apply_renew(slotno, reqid, req, now);
+			break;
+		case LQ_OP_ENQUEUE:
+			lq_apply_enqueue(slotno, reqid, req, now);
+			break;
+		case LQ_OP_HEARTBEAT:
+			lq_apply_heartbeat(slotno, reqid, req, now);
+			break;
+		case LQ_OP_CANCEL:
+			lq_apply_cancel(slotno, reqid, req, now);
+			break;
+		case LQ_OP_FORCE_RELEASE:
+			lq_apply_force_release(slotno, reqid, req, now);
+			break;
+		case LQ_OP_CLOCK:
+			/* the worker extended the clock at the start of the batch */
+			lq_reply(slotno, reqid, LQ_ST_OK, 0, false);
+			break;
+		case LQ_OP_NONE:
+			lq_reply_error(slotno, reqid, ERRCODE_INTERNAL_ERROR,
+						   "invalid lockq request");
+			break;
+	}
+}
+
+/*
+ * lq_state_is_waiting: is the slot's request reqid queued in a lock?
+ */
+bool
+lq_state_is_waiting(int slotno, uint64 reqid)
+{
+	LqWaiter   *w = lq_sessions[slotno].waiter;
+
+	return w != NULL && w->reqid == reqid;
+}
+
+/*
+ * lq_state_cancel_wait removes the queued lockq_get of a slot whose backend
+ * gave up (cancel, statement_timeout, exit).
+ */
+void
+lq_state_cancel_wait(int slotno, uint64 reqid)
+{
+	LqWaiter   *w = lq_sessions[slotno].waiter;
+	LqLock	   *lock;
+
+	if (w == NULL || w->reqid != reqid)
+		return;
+	lock = w->lock;
+	lq_waiter_remove(w, true);
+	lq_stat_add(LQ_STAT_CANCELS, 1);
+	lq_lock_maybe_drop(lock);
+}
+
+/*
+ * lq_state_undo_grant releases a grant whose answer the backend never
+ * took (it was cancelled or exited as the grant arrived), so that the lock
+ * passes on at once instead of waiting for the lease.
+ */
+void
+lq_state_undo_grant(const LqRequest *req, const LqResult *res, int64 now)
+{
+	LqLock	   *lock;
+
+	if (res->status != LQ_ST_GRANTED || !res->fresh_grant)
+		return;
+	lock = lq_lock_lookup(req->lock_id, false);
+	if (lq_holder_is(lock, req->owner) && lock->token == res->token)
+		lq_end_grant(lock, LQ_END_CANCEL, now);
+}
+
+/*
+ * lq_state_session_end drops what a finished session had: its queued
+ * lockq_get and every grant taken with owner NULL.
+ */
+void
+lq_state_session_end(int slotno, int pid, int64 session_start, int64 now)
+{
+	LqSession  *s = &lq_sessions[slotno];
+	dlist_mutable_iter iter;
+
+	if (s->waiter != NULL)
+		lq_state_cancel_wait(slotno, s->waiter->reqid);
+
+	dlist_foreach_modify(iter, &s->held)
+	{
+		LqLock	   *lock = dlist_container(LqLock, session_node, iter.cur);
+
+		if (lock->session_pid == pid && lock->session_start == session_start)
+			lq_end_grant(lock, LQ_END_SESSION, now);
+	}
+}
+
+/*
+ * lq_state_run_timers fires every deadline up to now: leases expire and
+ * pass on; client-side waiters that missed their heartbeat are dropped;
+ * lockq_get calls that reached their timeout are answered with TIMEOUT.
+ */
+void
+lq_state_run_timers(int64 now)
+{
+	while (!pairingheap_is_empty(lq_timers))
+	{
+		LqTimer    *t = pairingheap_container(LqTimer, ph,
+											  pairingheap_first(lq_timers));
+
+		if (t->at > now)
+			break;
+		(void) pairingheap_remove_first(lq_timers);
+		t->armed = false;
+
+		if (t->is_lease)
+		{
+			LqLock	   *lock = (LqLock *) ((char *) t - offsetof(LqLock, lease));
+
+			if (lock->held && !lock->ending)
+				lq_end_grant(lock, LQ_END_EXPIRE, now);
+		}
+		else
+		{
+			LqWaiter   *w = (LqWaiter *) ((char *) t - offsetof(LqWaiter, timer));
+			LqLock	   *lock = w->lock;
+
+			if (w->client)
+			{
+				if (w->channel != NULL)
+					lq_worker_notify(w->channel, "dropped", 0, lock->lock_id,
+									 w->key.owner);
+				lq_stat_add(LQ_STAT_DROPPED_WAITERS, 1);
+			}
+			else
+			{
+				lq_reply(w->slot, w->reqid, LQ_ST_TIMEOUT, 0, false);
+				lq_stat_add(LQ_STAT_TIMEOUTS, 1);
+			}
+			lq_waiter_remove(w, true);
+			lq_lock_maybe_drop(lock);
+		}
+	}
+}
+
+/*
+ * lq_state_retry_deferred tries again to finish every ending grant whose
+ * row a fenced transaction held.
+ */
+void
+lq_state_retry_deferred(int64 now)
+{
+	dlist_mutable_iter iter;
+
+	dlist_foreach_modify(iter, &lq_deferred)
+	{
+		LqLock	   *lock = dlist_container(LqLock, deferred_node, iter.cur);
+
+		lq_finish_end(lock, now);
+	}
+}
+
+bool
+lq_state_has_deferred(void)
+{
+	return !dlist_is_empty(&lq_deferred);
+}
+
+/*
+ * lq_state_next_deadline returns the earliest armed deadline, 0 if none.
+ */
+int64
+lq_state_next_deadline(void)
+{
+	if (pairingheap_is_empty(lq_timers))
+		return 0;
+	return pairingheap_container(LqTimer, ph,
+								 pairingheap_first(lq_timers))->at;
+}
+
+void
+lq_state_publish_gauges(void)
+{
+	pg_atomic_write_u64(&lq_shared->holders, (uint64) lq_nholders);
+	pg_atomic_write_u64(&lq_shared->waiters, (uint64) lq_nwaiters);
+}
+
+/*
+ * lq_find_live_slot finds the slot of a session that is still running,
+ * by pid and start time; -1 if that session is gone.
+ */
+static int
+lq_find_live_slot(int pid, int64 session_start)
+{
+	int			i;
+
+	for (i = 0; i < lq_shared->nslots; i++)
+	{
+		LqSlot	   *slot = &lq_slots[i];
+		bool		match;
+
+		SpinLockAcquire(&slot->mutex);
+		match = slot->state != LQ_SLOT_FREE && !slot->session_ended &&
+			slot->pid == pid && slot->session_start == session_start;
+		SpinLockRelease(&slot->mutex);
+		if (match)
+			return i;
+	}
+	return -1;
+}
+
+typedef struct LqLoad
+{
+	int64		now;
+	List	   *stale;			/* grants of sessions that are gone */
+} LqLoad;
+
+static void
+lq_load_owner(const LqOwnerRow *row, void *arg)
+{
+	LqLoad	   *load = arg;
+	LqLock	   *lock = lq_lock_lookup(row->lock_id, true);
+
+	lock->held = true;
+	lock->ending = false;
+	lock->confirmed = true;
+	lock->owner = lq_strdup(row->owner);
+	lock->channel = lq_strdup(row->channel);
+	lock->token = row->token;
+	lock->ttl = row->ttl;
+	lock->acquired = row->acquired;
+	lock->expires = row->expires;
+	lock->role = row->role;
+	lock->session_pid = row->session_pid;
+	lock->session_start = row->session_start;
+	lock->session_slot = -1;
+	lq_nholders++;
+	lq_timer_arm(&lock->lease, lock->expires);
+
+	if (row->session_pid != 0)
+	{
+		int			slotno = lq_find_live_slot(row->session_pid,
+											   row->session_start);
+
+		if (slotno >= 0)
+		{
+			lock->session_slot = slotno;
+			dlist_push_tail(&lq_sessions[slotno].held, &lock->session_node);
+		}
+		else
+			load->stale = lappend(load->stale, lock);
+	}
+}
+
+/*
+ * lq_bind_backend_waiter finds the live request a backend waiter row
+ * belongs to: the same session, still waiting in lockq_get for this lock
+ * and owner.  Marks the slot ACTIVE and returns it, or -1.
+ */
+static int
+lq_bind_backend_waiter(const LqQueueRow *row, uint64 *reqid, int64 *deadline)
+{
+	int			slotno = lq_find_live_slot(row->session_pid, row->session_start);
+	LqSlot	   *slot;
+	bool		match;
+
+	if (slotno < 0)
+		return -1;
+	slot = &lq_slots[slotno];
+	SpinLockAcquire(&slot->mutex);
+	match = (slot->state == LQ_SLOT_PENDING || slot->state == LQ_SLOT_ACTIVE) &&
+		!slot->cancel_requested && slot->req.op == LQ_OP_GET &&
+		strcmp(slot->req.lock_id, row->lock_id) == 0 &&
+		strcmp(slot->req.owner, row->owner) == 0;
+	if (match)
+	{
+		slot->state = LQ_SLOT_ACTIVE;
+		*reqid = slot->reqid;
+		*deadline = slot->req.deadline;
+	}
+	SpinLockRelease(&slot->mutex);
+	return match ? slotno : -1;
+}
+
+static void
+lq_load_waiter(const LqQueueRow *row, void *arg)
+{
+	LqLoad	   *load = arg;
+	LqLock	   *lock = lq_lock_lookup(row->lock_id, true);
+	LqWaiter   *w;
+
+	if (row->client)
+	{
+		w = lq_waiter_create(lock, row->owner, true, row->ts, false, row->ttl,
+							 row->heartbeat, row->role, row->channel, -1, 0,
+							 0, 0);
+		/* a fresh heartbeat window: the client could not reach us */
+		lq_timer_arm(&w->timer, load->now + w->heartbeat);
+	}
+	else
+	{
+		uint64		reqid = 0;
+		int64		deadline = 0;
+		int			slotno = lq_bind_backend_waiter(row, &reqid, &deadline);
+
+		if (slotno < 0)
+		{
+			/* that backend is gone or stopped waiting */
+			lq_store_queue_delete(row->lock_id, row->owner);
+			lq_lock_maybe_drop(lock);
+			return;
+		}
+		w = lq_waiter_create(lock, row->owner, false, row->ts, false,
+							 row->ttl, 0, row->role, NULL, slotno, reqid,
+							 row->session_pid, row->session_start);
+		if (deadline > 0)
+			lq_timer_arm(&w->timer, deadline);
+	}
+}
+
+/*
+ * lq_state_load rebuilds the lock table from the tables (after worker start
+ * or an error).  Grants and waiters of sessions that are gone are dropped,
+ * and a free lock with waiters (possible only if rows were lost) is handed
+ * on.  Requests that were in flight are re-applied by the caller.
+ */
+void
+lq_state_load(int64 now)
+{
+	LqLoad		load;
+	ListCell   *lc;
+	HASH_SEQ_STATUS seq;
+	LqLock	   *lock;
+	List	   *orphans = NIL;
+
+	lq_state_reset();
+	load.now = now;
+	load.stale = NIL;
+	lq_store_load_owners(lq_load_owner, &load);
+	lq_store_load_queue(lq_load_waiter, &load);
+
+	foreach(lc, load.stale)
+		lq_end_grant((LqLock *) lfirst(lc), LQ_END_SESSION, now);
+
+	hash_seq_init(&seq, lq_locks);
+	while ((lock = hash_seq_search(&seq)) != NULL)
+	{
+		if (!lock->held && lock->nwaiters > 0)
+			orphans = lappend(orphans, lock);
+	}
+	foreach(lc, orphans)
+		lq_grant_next((LqLock *) lfirst(lc), now);
+
+	list_free(load.stale);
+	list_free(orphans);
+}

@@ -1,0 +1,52 @@
+/*-------------------------------------------------------------------------
+ *
+ * lockq_state.h
+ *		The lock server's in-memory lock table, and the services the worker
+ *		loop provides to it.
+ *
+ * Copyright (c) 2026, lockq developers
+ *
+ * IDENTIFICATION
+ *		src/lockq_state.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef LOCKQ_STATE_H
+#define LOCKQ_STATE_H
+
+#include "lockq.h"
+
+/* lockq_state.c: the rules, applied inside the worker's batch transaction */
+extern void lq_state_init(void);
+extern void lq_state_reset(void);
+extern void lq_state_load(int64 now);
+extern void lq_state_apply(int slotno, uint64 reqid, const LqRequest *req,
+						   int64 now);
+extern bool lq_state_is_waiting(int slotno, uint64 reqid);
+extern void lq_state_cancel_wait(int slotno, uint64 reqid);
+extern void lq_state_undo_grant(const LqRequest *req, const LqResult *res,
+								int64 now);
+extern void lq_state_session_end(int slotno, int pid, int64 session_start,
+								 int64 now);
+extern void lq_state_run_timers(int64 now);
+extern void lq_state_retry_deferred(int64 now);
+extern int64 lq_state_next_deadline(void);
+extern bool lq_state_has_deferred(void);
+extern void lq_state_publish_gauges(void);
+
+/* lockq_worker.c: services for the rules */
+extern int64 lq_worker_tick(void);
+extern void lq_worker_reply(int slotno, uint64 reqid, const LqResult *res);
+extern void lq_worker_notify(const char *channel, const char *event,
+							 int64 token, const char *lock_id,
+							 const char *owner);
+extern void lq_worker_need_sync(void);
+
+/* lockq_clock.c: worker-only parts of the clock */
+extern void lq_clock_setup(int64 durable_ceiling);
+extern void lq_clock_reopen(int64 durable_ceiling);
+extern int64 lq_clock_close(void);
+extern int64 lq_clock_ceiling(void);
+extern void lq_clock_publish_ceiling(int64 ceiling);
+
+#endif							/* LOCKQ_STATE_H */

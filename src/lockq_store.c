@@ -1,0 +1,590 @@
+/*-------------------------------------------------------------------------
+ *
+ * lockq_store.c
+ *		The durable mirror of the lock state: the tables lockq.owners (one
+ *		row per current grant) and lockq.queue (one row per waiter, in
+ *		(ts, owner) order), and the sequences behind tokens and the clock.
+ *
+ * Only the lock-server worker writes these, always inside its batch
+ * transaction, through plans prepared once per installation of the
+ * extension.  Every statement names its relations with the schema and runs
+ * with search_path = pg_catalog, so no user object can be substituted.
+ *
+ * Ending a grant is a DELETE of its owners row that skips the row when a
+ * fenced transaction (lockq_holds) holds a KEY SHARE lock on it; the worker
+ * then defers the hand-off instead of blocking.  lq_store_holds, run by a
+ * backend, is the other half: it finds the current row with the latest
+ * snapshot and takes that KEY SHARE lock.
+ *
+ * Copyright (c) 2026, lockq developers
+ *
+ * IDENTIFICATION
+ *		src/lockq_store.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/skey.h"
+#include "access/stratnum.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_type.h"
+#include "commands/extension.h"
+#include "commands/sequence.h"
+#include "executor/spi.h"
+#include "executor/tuptable.h"
+#include "storage/lmgr.h"
+#include "utils/builtins.h"
+#include "utils/fmgroids.h"
+#include "utils/fmgrprotos.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
+
+#include "lockq_store.h"
+
+/* Attribute numbers of lockq.owners, in table order. */
+#define OWN_LOCK_ID			1
+#define OWN_OWNER			2
+#define OWN_TOKEN			3
+#define OWN_TTL				4
+#define OWN_ACQUIRED		5
+#define OWN_EXPIRES			6
+
+typedef enum LqPlanId
+{
+	LQP_OWNER_INSERT = 0,
+	LQP_OWNER_END,
+	LQP_OWNER_EXISTS,
+	LQP_OWNER_SET_EXPIRES,
+	LQP_QUEUE_INSERT,
+	LQP_QUEUE_DELETE,
+	LQP_COUNT
+} LqPlanId;
+
+typedef struct LqPlanDef
+{
+	const char *sql;
+	int			nargs;
+	Oid			argtypes[10];
+} LqPlanDef;
+
+static const LqPlanDef lq_plan_defs[LQP_COUNT] = {
+	[LQP_OWNER_INSERT] = {
+		"INSERT INTO lockq.owners (lock_id, owner, token, ttl, acquired, expires,"
+		" session_pid, session_start, role, channel)"
+		" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+		10, {TEXTOID, TEXTOID, INT8OID, INT8OID, INT8OID, INT8OID, INT4OID,
+		INT8OID, OIDOID, TEXTOID}
+	},
+	[LQP_OWNER_END] = {
+		"WITH l AS (SELECT ctid FROM lockq.owners"
+		" WHERE lock_id = $1 AND token = $2 FOR UPDATE SKIP LOCKED)"
+		" DELETE FROM lockq.owners o USING l WHERE o.ctid = l.ctid",
+		2, {TEXTOID, INT8OID}
+	},
+	[LQP_OWNER_EXISTS] = {
+		"SELECT 1 FROM lockq.owners WHERE lock_id = $1 AND token = $2",
+		2, {TEXTOID, INT8OID}
+	},
+	[LQP_OWNER_SET_EXPIRES] = {
+		"UPDATE lockq.owners SET expires = $3 WHERE lock_id = $1 AND token = $2",
+		3, {TEXTOID, INT8OID, INT8OID}
+	},
+	[LQP_QUEUE_INSERT] = {
+		"INSERT INTO lockq.queue (lock_id, ts, owner, kind, ttl, heartbeat,"
+		" session_pid, session_start, role, channel)"
+		" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+		10, {TEXTOID, INT8OID, TEXTOID, TEXTOID, INT8OID, INT8OID, INT4OID,
+		INT8OID, OIDOID, TEXTOID}
+	},
+	[LQP_QUEUE_DELETE] = {
+		"DELETE FROM lockq.queue WHERE lock_id = $1 AND owner = $2",
+		2, {TEXTOID, TEXTOID}
+	},
+};
+
+static SPIPlanPtr lq_plans[LQP_COUNT];
+static Oid	lq_token_seq = InvalidOid;
+static Oid	lq_clock_seq = InvalidOid;
+
+/*
+ * lq_store_installed reports whether the extension exists in this database,
+ * and its OID.  Needs a transaction.
+ */
+bool
+lq_store_installed(Oid *extoid)
+{
+	*extoid = get_extension_oid("lockq", true);
+	return OidIsValid(*extoid);
+}
+
+static Oid
+lq_relid(const char *relname)
+{
+	Oid			nsp = get_namespace_oid(LQ_SCHEMA, false);
+	Oid			relid = get_relname_relid(relname, nsp);
+
+	if (!OidIsValid(relid))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("relation \"%s.%s\" does not exist", LQ_SCHEMA, relname),
+				 errhint("Reinstall the lockq extension.")));
+	return relid;
+}
+
+/*
+ * lq_store_prepare prepares and keeps the worker's plans and looks up the
+ * sequences.  Call with SPI connected, after (re)installation.
+ */
+void
+lq_store_prepare(void)
+{
+	int			i;
+
+	lq_store_forget();
+	for (i = 0; i < LQP_COUNT; i++)
+	{
+		SPIPlanPtr	plan;
+
+		plan = SPI_prepare(lq_plan_defs[i].sql, lq_plan_defs[i].nargs,
+						   (Oid *) lq_plan_defs[i].argtypes);
+		if (plan == NULL)
+			elog(ERROR, "SPI_prepare failed for \"%s\": %s",
+				 lq_plan_defs[i].sql, SPI_result_code_string(SPI_result));
+		if (SPI_keepplan(plan) != 0)
+			elog(ERROR, "SPI_keepplan failed");
+		lq_plans[i] = plan;
+	}
+	lq_token_seq = lq_relid(LQ_TOKEN_SEQ);
+	lq_clock_seq = lq_relid(LQ_CLOCK_SEQ);
+}
+
+/*
+ * lq_store_forget drops the prepared plans (the extension went away).
+ */
+void
+lq_store_forget(void)
+{
+	int			i;
+
+	for (i = 0; i < LQP_COUNT; i++)
+	{
+		if (lq_plans[i] != NULL)
+			SPI_freeplan(lq_plans[i]);
+		lq_plans[i] = NULL;
+	}
+	lq_token_seq = InvalidOid;
+	lq_clock_seq = InvalidOid;
+}
+
+/*
+ * lq_exec runs a prepared plan and returns the number of rows processed,
+ * raising on any failure.
+ */
+static uint64
+lq_exec(LqPlanId id, Datum *values, const char *nulls, int expected)
+{
+	int			rc;
+
+	if (lq_plans[id] == NULL)
+		elog(ERROR, "lockq store is not prepared");
+	rc = SPI_execute_plan(lq_plans[id], values, nulls, false, 0);
+	if (rc != expected)
+		elog(ERROR, "lockq statement \"%s\" failed: %s",
+			 lq_plan_defs[id].sql, SPI_result_code_string(rc));
+	return SPI_processed;
+}
+
+static Datum
+lq_text(const char *s)
+{
+	return PointerGetDatum(cstring_to_text(s));
+}
+
+int64
+lq_store_next_token(void)
+{
+	return nextval_internal(lq_token_seq, false);
+}
+
+void
+lq_store_owner_insert(const LqOwnerRow *row)
+{
+	Datum		values[10];
+	char		nulls[10];
+
+	memset(nulls, ' ', sizeof(nulls));
+	values[0] = lq_text(row->lock_id);
+	values[1] = lq_text(row->owner);
+	values[2] = Int64GetDatum(row->token);
+	values[3] = Int64GetDatum(row->ttl);
+	values[4] = Int64GetDatum(row->acquired);
+	values[5] = Int64GetDatum(row->expires);
+	values[6] = Int32GetDatum(row->session_pid);
+	values[7] = Int64GetDatum(row->session_start);
+	values[8] = ObjectIdGetDatum(row->role);
+	if (row->session_pid == 0)
+		nulls[6] = nulls[7] = 'n';
+	if (row->channel != NULL && row->channel[0] != '\0')
+		values[9] = lq_text(row->channel);
+	else
+		nulls[9] = 'n';
+	lq_exec(LQP_OWNER_INSERT, values, nulls, SPI_OK_INSERT);
+}
+
+/*
+ * lq_store_owner_end deletes a grant's row unless a concurrent transaction
+ * holds a lock on it (a fenced write in progress), in which case the row
+ * stays and LQ_END_LOCKED tells the worker to defer the hand-off.
+ */
+LqEndResult
+lq_store_owner_end(const char *lock_id, int64 token)
+{
+	Datum		values[2];
+
+	values[0] = lq_text(lock_id);
+	values[1] = Int64GetDatum(token);
+	if (lq_exec(LQP_OWNER_END, values, NULL, SPI_OK_DELETE) > 0)
+		return LQ_END_DELETED;
+	if (lq_exec(LQP_OWNER_EXISTS, values, NULL, SPI_OK_SELECT) > 0)
+		return LQ_END_LOCKED;
+	return LQ_END_MISSING;
+}
+
+/*
+ * lq_store_owner_set_expires rewrites a grant's lease end.  This is a
+ * non-key update, so it never waits for a fenced transaction's KEY SHARE
+ * lock.
+ */
+void
+lq_store_owner_set_expires(const char *lock_id, int64 token, int64 expires)
+{
+	Datum		values[3];
+
+	values[0] = lq_text(lock_id);
+	values[1] = Int64GetDatum(token);
+	values[2] = Int64GetDatum(expires);
+	lq_exec(LQP_OWNER_SET_EXPIRES, values, NULL, SPI_OK_UPDATE);
+}
+
+void
+lq_store_queue_insert(const LqQueueRow *row)
+{
+	Datum		values[10];
+	char		nulls[10];
+
+	memset(nulls, ' ', sizeof(nulls));
+	values[0] = lq_text(row->lock_id);
+	values[1] = Int64GetDatum(row->ts);
+	values[2] = lq_text(row->owner);
+	values[3] = lq_text(row->client ? "client" : "backend");
+	values[4] = Int64GetDatum(row->ttl);
+	values[5] = Int64GetDatum(row->heartbeat);
+	values[6] = Int32GetDatum(row->session_pid);
+	values[7] = Int64GetDatum(row->session_start);
+	values[8] = ObjectIdGetDatum(row->role);
+	if (row->client)
+		nulls[6] = nulls[7] = 'n';
+	else
+		nulls[5] = 'n';
+	if (row->channel != NULL && row->channel[0] != '\0')
+		values[9] = lq_text(row->channel);
+	else
+		nulls[9] = 'n';
+	lq_exec(LQP_QUEUE_INSERT, values, nulls, SPI_OK_INSERT);
+}
+
+void
+lq_store_queue_delete(const char *lock_id, const char *owner)
+{
+	Datum		values[2];
+
+	values[0] = lq_text(lock_id);
+	values[1] = lq_text(owner);
+	lq_exec(LQP_QUEUE_DELETE, values, NULL, SPI_OK_DELETE);
+}
+
+/*
+ * lq_store_clock_read returns the clock's durable ceiling: the value of
+ * lockq.clock_seq.
+ */
+int64
+lq_store_clock_read(void)
+{
+	bool		isnull;
+	Datum		d;
+	int			rc;
+
+	rc = SPI_execute("SELECT last_value FROM lockq.clock_seq", true, 1);
+	if (rc != SPI_OK_SELECT || SPI_processed != 1)
+		elog(ERROR, "could not read lockq.clock_seq");
+	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	return isnull ? 0 : DatumGetInt64(d);
+}
+
+/*
+ * lq_store_clock_write sets the durable ceiling.  setval is not rolled back
+ * and writes WAL; it becomes durable when the worker's transaction commits
+ * synchronously, which the caller arranges.
+ */
+void
+lq_store_clock_write(int64 ceiling)
+{
+	DirectFunctionCall2(setval_oid, ObjectIdGetDatum(lq_clock_seq),
+						Int64GetDatum(ceiling));
+}
+
+/*
+ * lq_store_after_restart runs once per server start, before anything is
+ * served.  Every session died with the old server, so their grants and
+ * their waiting backends go.  The time the service was down does not count
+ * against the remaining leases: a lease that had r microseconds left at the
+ * last durable clock reading low (a lower bound of the stop time) gets r
+ * microseconds from start.  So no lease ends earlier than its holder's own
+ * reckoning, whatever the wall clock did meanwhile.
+ */
+void
+lq_store_after_restart(int64 start, int64 low)
+{
+	Datum		values[2];
+	Oid			types[2] = {INT8OID, INT8OID};
+	int			rc;
+
+	rc = SPI_execute("DELETE FROM lockq.owners WHERE session_pid IS NOT NULL",
+					 false, 0);
+	if (rc != SPI_OK_DELETE)
+		elog(ERROR, "could not purge session-bound grants");
+	rc = SPI_execute("DELETE FROM lockq.queue WHERE kind = 'backend'", false, 0);
+	if (rc != SPI_OK_DELETE)
+		elog(ERROR, "could not purge waiting backends");
+
+	values[0] = Int64GetDatum(start);
+	values[1] = Int64GetDatum(low);
+	rc = SPI_execute_with_args("UPDATE lockq.owners"
+							   " SET expires = $1 + greatest(0, expires - $2)",
+							   2, types, values, NULL, false, 0);
+	if (rc != SPI_OK_UPDATE)
+		elog(ERROR, "could not carry leases over the restart");
+}
+
+static char *
+lq_getstr(HeapTuple tup, TupleDesc desc, int col)
+{
+	return SPI_getvalue(tup, desc, col);
+}
+
+static int64
+lq_getint64(HeapTuple tup, TupleDesc desc, int col, int64 dflt)
+{
+	bool		isnull;
+	Datum		d = SPI_getbinval(tup, desc, col, &isnull);
+
+	return isnull ? dflt : DatumGetInt64(d);
+}
+
+static int32
+lq_getint32(HeapTuple tup, TupleDesc desc, int col, int32 dflt)
+{
+	bool		isnull;
+	Datum		d = SPI_getbinval(tup, desc, col, &isnull);
+
+	return isnull ? dflt : DatumGetInt32(d);
+}
+
+/*
+ * lq_scan runs a query through a cursor, calling emit for each row in
+ * chunks, so that loading a large table does not need all of it in memory.
+ */
+static void
+lq_scan(const char *sql, void (*emit) (HeapTuple, TupleDesc, void *),
+		void *arg)
+{
+	Portal		portal;
+	SPIPlanPtr	plan = SPI_prepare(sql, 0, NULL);
+
+	if (plan == NULL)
+		elog(ERROR, "SPI_prepare failed for \"%s\"", sql);
+	portal = SPI_cursor_open(NULL, plan, NULL, NULL, true);
+	for (;;)
+	{
+		uint64		i;
+
+		SPI_cursor_fetch(portal, true, 1000);
+		if (SPI_processed == 0)
+			break;
+		for (i = 0; i < SPI_processed; i++)
+			emit(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, arg);
+		SPI_freetuptable(SPI_tuptable);
+	}
+	SPI_cursor_close(portal);
+	SPI_freeplan(plan);
+}
+
+typedef struct LqOwnerScan
+{
+	lq_owner_cb cb;
+	void	   *arg;
+} LqOwnerScan;
+
+static void
+lq_emit_owner(HeapTuple tup, TupleDesc desc, void *arg)
+{
+	LqOwnerScan *scan = arg;
+	LqOwnerRow	row;
+
+	row.lock_id = lq_getstr(tup, desc, 1);
+	row.owner = lq_getstr(tup, desc, 2);
+	row.token = lq_getint64(tup, desc, 3, 0);
+	row.ttl = lq_getint64(tup, desc, 4, 0);
+	row.acquired = lq_getint64(tup, desc, 5, 0);
+	row.expires = lq_getint64(tup, desc, 6, 0);
+	row.session_pid = lq_getint32(tup, desc, 7, 0);
+	row.session_start = lq_getint64(tup, desc, 8, 0);
+	row.role = (Oid) lq_getint64(tup, desc, 9, 0);
+	row.channel = lq_getstr(tup, desc, 10);
+	scan->cb(&row, scan->arg);
+}
+
+void
+lq_store_load_owners(lq_owner_cb cb, void *arg)
+{
+	LqOwnerScan scan = {cb, arg};
+
+	lq_scan("SELECT lock_id, owner, token, ttl, acquired, expires,"
+			" session_pid, session_start, role::int8, channel"
+			" FROM lockq.owners", lq_emit_owner, &scan);
+}
+
+typedef struct LqQueueScan
+{
+	lq_queue_cb cb;
+	void	   *arg;
+} LqQueueScan;
+
+static void
+lq_emit_queue(HeapTuple tup, TupleDesc desc, void *arg)
+{
+	LqQueueScan *scan = arg;
+	LqQueueRow	row;
+	char	   *kind;
+
+	row.lock_id = lq_getstr(tup, desc, 1);
+	row.ts = lq_getint64(tup, desc, 2, 0);
+	row.owner = lq_getstr(tup, desc, 3);
+	kind = lq_getstr(tup, desc, 4);
+	row.client = (kind != NULL && strcmp(kind, "client") == 0);
+	row.ttl = lq_getint64(tup, desc, 5, 0);
+	row.heartbeat = lq_getint64(tup, desc, 6, 0);
+	row.session_pid = lq_getint32(tup, desc, 7, 0);
+	row.session_start = lq_getint64(tup, desc, 8, 0);
+	row.role = (Oid) lq_getint64(tup, desc, 9, 0);
+	row.channel = lq_getstr(tup, desc, 10);
+	scan->cb(&row, scan->arg);
+}
+
+/*
+ * lq_store_load_queue returns the waiters lock by lock in queue order.
+ */
+void
+lq_store_load_queue(lq_queue_cb cb, void *arg)
+{
+	LqQueueScan scan = {cb, arg};
+
+	lq_scan("SELECT lock_id, ts, owner, kind, ttl, heartbeat,"
+			" session_pid, session_start, role::int8, channel"
+			" FROM lockq.queue ORDER BY lock_id, ts, owner",
+			lq_emit_queue, &scan);
+}
+
+/*
+ * lq_owner_row_is_current tests a heap tuple of lockq.owners against the
+ * token and the clock.
+ */
+static bool
+lq_owner_row_is_current(TupleTableSlot *slot, int64 token, int64 now)
+{
+	bool		isnull;
+	Datum		d;
+
+	d = slot_getattr(slot, OWN_TOKEN, &isnull);
+	if (isnull || DatumGetInt64(d) != token)
+		return false;
+	d = slot_getattr(slot, OWN_EXPIRES, &isnull);
+	if (isnull || DatumGetInt64(d) <= now)
+		return false;
+	return true;
+}
+
+/*
+ * lq_store_holds is lockq_holds' check, run in the caller's transaction.
+ * It finds the lock's row with the latest snapshot (whatever the isolation
+ * level), and if the token matches and the lease has not run out, takes a
+ * KEY SHARE row lock on the newest version and checks again.  The row lock
+ * lasts until the caller's transaction ends and blocks the worker's DELETE
+ * of the row, so the lock cannot be handed to anyone else meanwhile.
+ * Renewals are non-key updates and pass.  Bypasses table privileges: the
+ * caller learns only true or false.
+ */
+bool
+lq_store_holds(const char *lock_id, int64 token, int64 now)
+{
+	Relation	rel;
+	Relation	irel;
+	Snapshot	snapshot;
+	IndexScanDesc scan;
+	TupleTableSlot *slot;
+	ScanKeyData key;
+	bool		result = false;
+	Oid			nsp;
+	Oid			relid;
+	Oid			indexid;
+
+	nsp = get_namespace_oid(LQ_SCHEMA, true);
+	relid = OidIsValid(nsp) ? get_relname_relid(LQ_OWNERS_TABLE, nsp) : InvalidOid;
+	indexid = OidIsValid(nsp) ? get_relname_relid(LQ_OWNERS_PKEY, nsp) : InvalidOid;
+	if (!OidIsValid(relid) || !OidIsValid(indexid))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("lockq is not installed in this database"),
+				 errhint("Run CREATE EXTENSION lockq.")));
+
+	rel = table_open(relid, RowShareLock);
+	irel = index_open(indexid, AccessShareLock);
+	snapshot = RegisterSnapshot(GetLatestSnapshot());
+	slot = table_slot_create(rel, NULL);
+
+	ScanKeyInit(&key, 1, BTEqualStrategyNumber, F_TEXTEQ,
+				CStringGetTextDatum(lock_id));
+	scan = index_beginscan(rel, irel, snapshot, 1, 0);
+	index_rescan(scan, &key, 1, NULL, 0);
+
+	if (index_getnext_slot(scan, ForwardScanDirection, slot) &&
+		lq_owner_row_is_current(slot, token, now))
+	{
+		ItemPointerData tid = slot->tts_tid;
+		TM_FailureData tmfd;
+		TM_Result	res;
+
+		res = table_tuple_lock(rel, &tid, snapshot, slot,
+							   GetCurrentCommandId(true),
+							   LockTupleKeyShare, LockWaitBlock,
+							   TUPLE_LOCK_FLAG_FIND_LAST_VERSION, &tmfd);
+		if (res == TM_Ok)
+			result = lq_owner_row_is_current(slot, token, now);
+	}
+
+	index_endscan(scan);
+	ExecDropSingleTupleTableSlot(slot);
+	UnregisterSnapshot(snapshot);
+	index_close(irel, AccessShareLock);
+	/* keep RowShareLock on the table to the end, like SELECT FOR SHARE */
+	table_close(rel, NoLock);
+
+	return result;
+}

@@ -1,0 +1,86 @@
+/*-------------------------------------------------------------------------
+ *
+ * lockq_views.c
+ *		lockq_stats(): the lock server's counters and gauges, read from
+ *		shared memory.  The other views (lockq_locks, lockq_waiters) are
+ *		plain SQL over the tables, see the install script.
+ *
+ * Copyright (c) 2026, lockq developers
+ *
+ * IDENTIFICATION
+ *		src/lockq_views.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "fmgr.h"
+#include "funcapi.h"
+
+#include "lockq.h"
+
+PG_FUNCTION_INFO_V1(lockq_stats);
+
+/* Output columns, in the order of the SQL declaration. */
+static const LqStat lq_stat_columns[] = {
+	LQ_STAT_GRANTS,
+	LQ_STAT_HANDOFFS,
+	LQ_STAT_RELEASES,
+	LQ_STAT_EXPIRIES,
+	LQ_STAT_TIMEOUTS,
+	LQ_STAT_CANCELS,
+	LQ_STAT_SESSION_RELEASES,
+	LQ_STAT_DROPPED_WAITERS,
+	LQ_STAT_RENEWALS,
+	LQ_STAT_ENQUEUES,
+	LQ_STAT_FORCED_RELEASES,
+	LQ_STAT_DEFERRED_HANDOFFS,
+	LQ_STAT_REQUESTS,
+	LQ_STAT_BATCHES,
+	LQ_STAT_SYNC_COMMITS,
+	LQ_STAT_WORKER_STARTS,
+	LQ_STAT_BATCH_ERRORS
+};
+
+#define LQ_STATS_NCOLS (lengthof(lq_stat_columns) + 3)
+
+/*
+ * lockq_stats returns one row: the counters since the server started, the
+ * current number of holders and waiters, and the worker's pid (NULL when it
+ * is not running).  Counters are per shared-memory lifetime: a crash
+ * restart resets them.
+ */
+Datum
+lockq_stats(PG_FUNCTION_ARGS)
+{
+	TupleDesc	tupdesc;
+	Datum		values[LQ_STATS_NCOLS];
+	bool		nulls[LQ_STATS_NCOLS];
+	int			i;
+	int			n = lengthof(lq_stat_columns);
+	int			pid;
+
+	lq_check_available();
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+	if (tupdesc->natts != LQ_STATS_NCOLS)
+		elog(ERROR, "lockq_stats: expected %d columns, got %d",
+			 (int) LQ_STATS_NCOLS, tupdesc->natts);
+
+	memset(nulls, 0, sizeof(nulls));
+	for (i = 0; i < n; i++)
+		values[i] = Int64GetDatum((int64) pg_atomic_read_u64(&lq_shared->stats[lq_stat_columns[i]]));
+	values[n] = Int64GetDatum((int64) pg_atomic_read_u64(&lq_shared->holders));
+	values[n + 1] = Int64GetDatum((int64) pg_atomic_read_u64(&lq_shared->waiters));
+
+	SpinLockAcquire(&lq_shared->mutex);
+	pid = lq_shared->worker_pid;
+	SpinLockRelease(&lq_shared->mutex);
+	if (pid == 0)
+		nulls[n + 2] = true;
+	else
+		values[n + 2] = Int32GetDatum(pid);
+
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
+}

@@ -1,0 +1,925 @@
+/*-------------------------------------------------------------------------
+ *
+ * lockq_worker.c
+ *		The lock server: a background worker that owns all lock state,
+ *		applies requests in arrival order in batches, and commits each
+ *		batch as one transaction before anyone learns its outcome.
+ *
+ * One cycle of the loop:
+ *	1. drain the arrival ring (at most lockq.batch_size slots);
+ *	2. in one transaction: apply the requests in order, fire due timers
+ *	   (lease expiry, timeouts, dropped client-side waiters), retry
+ *	   hand-offs deferred by fenced transactions, queue the NOTIFYs;
+ *	3. commit -- synchronously when the batch made a grant, a renewal or a
+ *	   clock extension, asynchronously otherwise;
+ *	4. only then publish the answers into the slots and set the latches.
+ *
+ * Nothing a batch decides is visible before its commit, so a crash can
+ * never have shown a token, a clock value or a lease that is not durable.
+ * If a batch fails, the transaction rolls back, the in-memory state is
+ * rebuilt from the tables and the requests are applied again, one per
+ * transaction, so that a request that keeps failing is answered with its
+ * error instead of stalling the service.
+ *
+ * SIGTERM (pg_terminate_backend, shutdown) is handled between batches: the
+ * worker closes the clock, stores its exact value and exits with code 1,
+ * so that the postmaster restarts it after one second unless the server is
+ * shutting down.  A restarted worker rebuilds its state from the tables and
+ * takes over the requests that were in flight (see lq_recover).
+ *
+ * Copyright (c) 2026, lockq developers
+ *
+ * IDENTIFICATION
+ *		src/lockq_worker.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "commands/async.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/proc.h"
+#include "tcop/tcopprot.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/memutils.h"
+#include "utils/snapmgr.h"
+#include "utils/timestamp.h"
+
+#include "lockq_state.h"
+#include "lockq_store.h"
+
+/* How long to wait between retries after a batch failed, at most. */
+#define LQ_MAX_ERROR_BACKOFF_MS		5000
+/* Fallback retry period for hand-offs deferred by fenced transactions. */
+#define LQ_DEFERRED_RETRY_MS		50
+/* Longest sleep when nothing is due. */
+#define LQ_IDLE_SLEEP_MS			10000
+/* Above this NOTIFY queue usage the worker stops sending NOTIFYs. */
+#define LQ_NOTIFY_QUEUE_LIMIT		0.5
+
+typedef enum LqPubKind
+{
+	LQ_PUB_RESULT,				/* answer: slot becomes DONE */
+	LQ_PUB_ACK,					/* cancellation done: slot becomes IDLE */
+	LQ_PUB_FREE					/* session cleaned up: slot becomes FREE */
+} LqPubKind;
+
+typedef struct LqPub
+{
+	LqPubKind	kind;
+	int			slotno;
+	uint64		reqid;
+	LqResult	res;
+} LqPub;
+
+typedef struct LqNotice
+{
+	char	   *channel;
+	char	   *payload;
+} LqNotice;
+
+/* Per batch, in lq_batch_cxt. */
+static MemoryContext lq_batch_cxt = NULL;
+static List *lq_pubs = NIL;
+static List *lq_notices = NIL;
+static bool lq_need_sync = false;
+static int64 lq_pending_ceiling = 0;
+static bool *lq_pub_pending = NULL;	/* per slot: an answer is in lq_pubs */
+
+/* Across batches. */
+static List *lq_recheck = NIL;	/* slots to look at again (TopMemoryContext) */
+static int *lq_ring_buf = NULL;
+static bool lq_ready = false;	/* extension present and state loaded */
+static bool lq_need_recover = true;
+static bool lq_careful = false; /* after an error: one slot per transaction */
+static int	lq_error_backoff_ms = 0;
+static Oid	lq_ext_oid = InvalidOid;
+static int64 lq_last_deferred_retry = 0;
+
+static void lq_handle_slot(int slotno, int64 now);
+
+/*
+ * lq_register_worker registers the lock server.  Called from _PG_init while
+ * preloading.
+ */
+void
+lq_register_worker(void)
+{
+	BackgroundWorker worker;
+
+	memset(&worker, 0, sizeof(worker));
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS |
+		BGWORKER_BACKEND_DATABASE_CONNECTION;
+	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	worker.bgw_restart_time = 1;
+	snprintf(worker.bgw_library_name, BGW_MAXLEN, "lockq");
+	snprintf(worker.bgw_function_name, BGW_MAXLEN, "lockq_worker_main");
+	snprintf(worker.bgw_name, BGW_MAXLEN, "lockq lock server");
+	snprintf(worker.bgw_type, BGW_MAXLEN, "lockq lock server");
+	worker.bgw_main_arg = (Datum) 0;
+	worker.bgw_notify_pid = 0;
+	RegisterBackgroundWorker(&worker);
+}
+
+/*
+ * Services for lockq_state.c.
+ */
+void
+lq_worker_need_sync(void)
+{
+	lq_need_sync = true;
+}
+
+static void
+lq_clock_extend(int64 now)
+{
+	int64		ceiling = now + LQ_CLOCK_RESERVE_US;
+
+	lq_store_clock_write(ceiling);
+	lq_pending_ceiling = ceiling;
+	lq_need_sync = true;
+}
+
+/*
+ * lq_worker_tick hands out a clock value for something others will see (a
+ * queue position, an acquisition time).  It may pass the published ceiling
+ * up to the ceiling this batch is making durable, extending it if needed;
+ * nothing of the batch is shown before that commit.
+ */
+int64
+lq_worker_tick(void)
+{
+	int64		v;
+
+	if (lq_clock_next(Max(lq_clock_ceiling(), lq_pending_ceiling), &v))
+		return v;
+	lq_clock_extend(lq_clock_peek());
+	if (!lq_clock_next(lq_pending_ceiling, &v))
+		elog(ERROR, "lockq clock could not be advanced");
+	return v;
+}
+
+static void
+lq_add_pub(LqPubKind kind, int slotno, uint64 reqid, const LqResult *res)
+{
+	MemoryContext old = MemoryContextSwitchTo(lq_batch_cxt);
+	LqPub	   *pub = palloc0(sizeof(LqPub));
+
+	pub->kind = kind;
+	pub->slotno = slotno;
+	pub->reqid = reqid;
+	if (res != NULL)
+		pub->res = *res;
+	lq_pubs = lappend(lq_pubs, pub);
+	if (kind == LQ_PUB_RESULT)
+		lq_pub_pending[slotno] = true;
+	MemoryContextSwitchTo(old);
+}
+
+void
+lq_worker_reply(int slotno, uint64 reqid, const LqResult *res)
+{
+	lq_add_pub(LQ_PUB_RESULT, slotno, reqid, res);
+}
+
+/*
+ * lq_worker_notify queues a NOTIFY for the commit.  The payload is
+ * "<event> <token> <length of lock id> <lock id> <owner>", so that a client
+ * can split it even when the lock id contains spaces.
+ */
+void
+lq_worker_notify(const char *channel, const char *event, int64 token,
+				 const char *lock_id, const char *owner)
+{
+	MemoryContext old = MemoryContextSwitchTo(lq_batch_cxt);
+	LqNotice   *n = palloc(sizeof(LqNotice));
+
+	n->channel = pstrdup(channel);
+	n->payload = psprintf("%s " INT64_FORMAT " %d %s %s", event, token,
+						  (int) strlen(lock_id), lock_id, owner);
+	lq_notices = lappend(lq_notices, n);
+	MemoryContextSwitchTo(old);
+}
+
+/*
+ * lq_emit_notices hands the batch's NOTIFYs to async.c.  A client that
+ * never reads its notifications can fill the cluster's NOTIFY queue, and a
+ * full queue would fail our commit and stop all grants; so above a limit we
+ * send none (client-side waiters still learn of grants from their
+ * heartbeats).
+ */
+static void
+lq_emit_notices(void)
+{
+	ListCell   *lc;
+	double		usage;
+
+	if (lq_notices == NIL)
+		return;
+	usage = DatumGetFloat8(DirectFunctionCall1(pg_notification_queue_usage,
+											   (Datum) 0));
+	if (usage > LQ_NOTIFY_QUEUE_LIMIT)
+	{
+		ereport(WARNING,
+				(errmsg("lockq is not sending notifications: the NOTIFY queue is %.0f%% full",
+						usage * 100),
+				 errhint("A session that listens but does not read notifications holds the queue back.")));
+		return;
+	}
+	foreach(lc, lq_notices)
+	{
+		LqNotice   *n = lfirst(lc);
+
+		Async_Notify(n->channel, n->payload);
+	}
+}
+
+/*
+ * lq_publish releases the batch's answers into the slots, after the
+ * commit.  An answer to a backend that gave up meanwhile is kept and the
+ * slot looked at again, so that a grant it will never use is released.
+ */
+static void
+lq_publish(void)
+{
+	ListCell   *lc;
+
+	foreach(lc, lq_pubs)
+	{
+		LqPub	   *pub = lfirst(lc);
+		LqSlot	   *slot = &lq_slots[pub->slotno];
+		int			procno = -1;
+		bool		recheck = false;
+		bool		freed = false;
+
+		SpinLockAcquire(&slot->mutex);
+		switch (pub->kind)
+		{
+			case LQ_PUB_RESULT:
+				if (slot->reqid == pub->reqid && slot->state == LQ_SLOT_ACTIVE)
+				{
+					slot->res = pub->res;
+					slot->state = LQ_SLOT_DONE;
+					recheck = slot->cancel_requested || slot->session_ended;
+					procno = slot->pgprocno;
+				}
+				break;
+			case LQ_PUB_ACK:
+				if (slot->reqid == pub->reqid && slot->state != LQ_SLOT_FREE)
+				{
+					slot->state = LQ_SLOT_IDLE;
+					slot->cancel_requested = false;
+					procno = slot->pgprocno;
+				}
+				break;
+			case LQ_PUB_FREE:
+				slot->state = LQ_SLOT_FREE;
+				slot->cancel_requested = false;
+				slot->session_ended = false;
+				slot->pid = 0;
+				slot->session_start = 0;
+				slot->pgprocno = -1;
+				freed = true;
+				break;
+		}
+		SpinLockRelease(&slot->mutex);
+
+		lq_pub_pending[pub->slotno] = false;
+		if (procno >= 0)
+			SetLatch(&ProcGlobal->allProcs[procno].procLatch);
+		if (freed)
+			ConditionVariableBroadcast(&slot->freed);
+		if (recheck)
+		{
+			MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+
+			lq_recheck = lappend_int(lq_recheck, pub->slotno);
+			MemoryContextSwitchTo(old);
+		}
+	}
+}
+
+/*
+ * lq_handle_slot looks at one slot: a new request is applied; a request
+ * the backend gave up on is withdrawn (or its grant undone); a finished
+ * session is cleaned up and its slot freed.  Idempotent, so stale ring
+ * entries are harmless.
+ */
+static void
+lq_handle_slot(int slotno, int64 now)
+{
+	LqSlot	   *slot = &lq_slots[slotno];
+	LqSlotState state;
+	bool		cancel;
+	bool		ended;
+	uint64		reqid;
+	int			pid;
+	int64		start;
+	LqRequest	req;
+	LqResult	res;
+
+	if (lq_pub_pending[slotno])
+		return;					/* answered in this batch; rechecked later */
+
+	SpinLockAcquire(&slot->mutex);
+	state = slot->state;
+	cancel = slot->cancel_requested;
+	ended = slot->session_ended;
+	reqid = slot->reqid;
+	pid = slot->pid;
+	start = slot->session_start;
+	if (state == LQ_SLOT_PENDING && !cancel && !ended)
+		slot->state = LQ_SLOT_ACTIVE;
+	req = slot->req;
+	res = slot->res;
+	SpinLockRelease(&slot->mutex);
+
+	if (state == LQ_SLOT_FREE)
+		return;
+
+	if (!cancel && !ended)
+	{
+		if (state == LQ_SLOT_PENDING)
+			lq_state_apply(slotno, reqid, &req, now);
+		return;
+	}
+
+	/* The backend gave up on its request, or has exited. */
+	if (cancel)
+	{
+		if (state == LQ_SLOT_ACTIVE)
+			lq_state_cancel_wait(slotno, reqid);
+		else if (state == LQ_SLOT_DONE)
+			lq_state_undo_grant(&req, &res, now);
+	}
+	if (ended)
+	{
+		lq_state_session_end(slotno, pid, start, now);
+		lq_add_pub(LQ_PUB_FREE, slotno, reqid, NULL);
+	}
+	else
+		lq_add_pub(LQ_PUB_ACK, slotno, reqid, NULL);
+}
+
+/*
+ * lq_fail_slot answers a slot whose processing keeps failing with the
+ * error, so that its backend does not wait forever.  No transaction needed.
+ */
+static void
+lq_fail_slot(int slotno, int sqlerrcode, const char *message)
+{
+	LqSlot	   *slot = &lq_slots[slotno];
+	int			procno = -1;
+	bool		freed = false;
+
+	SpinLockAcquire(&slot->mutex);
+	if (slot->session_ended)
+	{
+		slot->state = LQ_SLOT_FREE;
+		slot->cancel_requested = false;
+		slot->session_ended = false;
+		slot->pgprocno = -1;
+		freed = true;
+	}
+	else if (slot->cancel_requested)
+	{
+		slot->state = LQ_SLOT_IDLE;
+		slot->cancel_requested = false;
+		procno = slot->pgprocno;
+	}
+	else if (slot->state == LQ_SLOT_PENDING || slot->state == LQ_SLOT_ACTIVE)
+	{
+		memset(&slot->res, 0, sizeof(LqResult));
+		slot->res.status = LQ_ST_ERROR;
+		slot->res.sqlerrcode = sqlerrcode;
+		strlcpy(slot->res.message, message, sizeof(slot->res.message));
+		slot->state = LQ_SLOT_DONE;
+		procno = slot->pgprocno;
+	}
+	SpinLockRelease(&slot->mutex);
+
+	if (procno >= 0)
+		SetLatch(&ProcGlobal->allProcs[procno].procLatch);
+	if (freed)
+		ConditionVariableBroadcast(&slot->freed);
+}
+
+static int
+lq_cmp_arrival(const ListCell *a, const ListCell *b)
+{
+	uint64		x = lq_slots[lfirst_int(a)].arrival;
+	uint64		y = lq_slots[lfirst_int(b)].arrival;
+
+	return (x < y) ? -1 : (x > y) ? 1 : 0;
+}
+
+/*
+ * lq_slots_in_flight lists the slots with something for the worker to do,
+ * in arrival order.  A request left ACTIVE but not queued was taken by a
+ * previous worker (or a failed batch) and never committed: it goes back to
+ * PENDING to be applied again.
+ */
+static List *
+lq_slots_in_flight(void)
+{
+	List	   *slots = NIL;
+	int			i;
+
+	for (i = 0; i < lq_shared->nslots; i++)
+	{
+		LqSlot	   *slot = &lq_slots[i];
+		bool		busy;
+
+		SpinLockAcquire(&slot->mutex);
+		if (slot->state == LQ_SLOT_ACTIVE && !lq_state_is_waiting(i, slot->reqid))
+			slot->state = LQ_SLOT_PENDING;
+		busy = slot->state != LQ_SLOT_FREE &&
+			(slot->state != LQ_SLOT_IDLE || slot->session_ended ||
+			 slot->cancel_requested);
+		SpinLockRelease(&slot->mutex);
+		if (busy)
+			slots = lappend_int(slots, i);
+	}
+
+	list_sort(slots, lq_cmp_arrival);
+	return slots;
+}
+
+static void
+lq_begin_batch(void)
+{
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	PushActiveSnapshot(GetTransactionSnapshot());
+	lq_need_sync = false;
+	lq_pending_ceiling = 0;
+}
+
+/*
+ * lq_commit_batch commits and then makes the batch's outcome visible: the
+ * new clock ceiling, the answers, the gauges.
+ */
+static void
+lq_commit_batch(void)
+{
+	bool		sync = lq_need_sync;
+
+	lq_emit_notices();
+	SPI_finish();
+	PopActiveSnapshot();
+	if (!sync)
+		(void) set_config_option("synchronous_commit", "off",
+								 PGC_USERSET, PGC_S_SESSION,
+								 GUC_ACTION_LOCAL, true, 0, false);
+	CommitTransactionCommand();
+
+	if (lq_pending_ceiling > 0)
+		lq_clock_publish_ceiling(lq_pending_ceiling);
+	lq_publish();
+	lq_state_publish_gauges();
+	lq_stat_add(LQ_STAT_BATCHES, 1);
+	if (sync)
+		lq_stat_add(LQ_STAT_SYNC_COMMITS, 1);
+}
+
+/*
+ * lq_discard_batch forgets everything a failed batch collected.
+ */
+static void
+lq_discard_batch(void)
+{
+	int			i;
+
+	for (i = 0; i < lq_shared->nslots; i++)
+		lq_pub_pending[i] = false;
+	lq_pubs = NIL;
+	lq_notices = NIL;
+	lq_need_sync = false;
+	lq_pending_ceiling = 0;
+	MemoryContextReset(lq_batch_cxt);
+}
+
+static void
+lq_end_batch(void)
+{
+	lq_pubs = NIL;
+	lq_notices = NIL;
+	MemoryContextReset(lq_batch_cxt);
+	pgstat_report_activity(STATE_IDLE, NULL);
+}
+
+/*
+ * lq_batch_failed cleans up after an error in a batch and returns a copy
+ * of the error for the caller to report to a backend.
+ */
+static ErrorData *
+lq_batch_failed(MemoryContext ccxt)
+{
+	ErrorData  *edata;
+
+	MemoryContextSwitchTo(ccxt);
+	edata = CopyErrorData();
+	EmitErrorReport();
+	FlushErrorState();
+	AbortCurrentTransaction();
+	lq_discard_batch();
+	lq_stat_add(LQ_STAT_BATCH_ERRORS, 1);
+	lq_need_recover = true;
+	lq_careful = true;
+	lq_error_backoff_ms = Min(Max(lq_error_backoff_ms * 2, 100),
+							  LQ_MAX_ERROR_BACKOFF_MS);
+	pgstat_report_activity(STATE_IDLE, NULL);
+	return edata;
+}
+
+/*
+ * lq_check_extension raises if the extension was dropped or recreated
+ * since the state was loaded.
+ */
+static void
+lq_check_extension(void)
+{
+	Oid			extoid;
+
+	if (!lq_store_installed(&extoid) || extoid != lq_ext_oid)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("lockq extension changed, reloading")));
+}
+
+/*
+ * lq_fail_all answers every request in flight with an error; used while
+ * the extension is not installed.
+ */
+static void
+lq_fail_all(void)
+{
+	List	   *slots = lq_slots_in_flight();
+	ListCell   *lc;
+
+	foreach(lc, slots)
+		lq_fail_slot(lfirst_int(lc), ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+					 "lockq is not installed in the lock server's database");
+	list_free(slots);
+}
+
+/*
+ * lq_recover (re)builds the state from the tables.  On the first start in
+ * a shared-memory lifetime it also sets up the clock and carries leases
+ * over the downtime.  Unless careful, it then applies every request in
+ * flight in the same transaction.  Returns false when the extension is not
+ * installed (then there is nothing to serve).
+ */
+static bool
+lq_recover(void)
+{
+	MemoryContext ccxt = CurrentMemoryContext;
+	bool		installed = false;
+	bool		first_start = !lq_shared->leases_shifted;
+	volatile bool failed = false;
+	ErrorData  *edata = NULL;
+
+	lq_begin_batch();
+	PG_TRY();
+	{
+		Oid			extoid;
+
+		installed = lq_store_installed(&extoid);
+		if (installed)
+		{
+			int64		durable = 0;
+			int64		now;
+
+			lq_ext_oid = extoid;
+			lq_store_prepare();
+			durable = lq_store_clock_read();
+			if (pg_atomic_read_u32(&lq_shared->clock_ready) == 0)
+				lq_clock_setup(durable);
+			else
+				lq_clock_reopen(durable);
+			now = lq_clock_peek();
+			if (first_start)
+			{
+				lq_store_after_restart(now, durable - LQ_CLOCK_RESERVE_US);
+				lq_need_sync = true;
+			}
+			lq_state_load(now);
+			if (!lq_careful)
+			{
+				List	   *slots = lq_slots_in_flight();
+				ListCell   *lc;
+
+				lq_clock_extend(now);
+				foreach(lc, slots)
+					lq_handle_slot(lfirst_int(lc), now);
+				list_free(slots);
+			}
+		}
+		lq_commit_batch();
+	}
+	PG_CATCH();
+	{
+		edata = lq_batch_failed(ccxt);
+		failed = true;
+	}
+	PG_END_TRY();
+
+	if (failed)
+	{
+		ereport(LOG,
+				(errmsg("lockq lock server could not load its state: %s",
+						edata->message)));
+		FreeErrorData(edata);
+		return false;
+	}
+
+	lq_end_batch();
+	if (installed && first_start)
+		lq_shared->leases_shifted = true;
+	lq_need_recover = false;
+	if (!installed)
+		lq_fail_all();
+	return installed;
+}
+
+/*
+ * lq_careful_step handles the slots in flight one transaction each, after
+ * an error.  A slot whose transaction fails again gets the error as its
+ * answer, and the state is rebuilt before going on.
+ */
+static void
+lq_careful_step(void)
+{
+	List	   *slots = lq_slots_in_flight();
+	ListCell   *lc;
+	MemoryContext ccxt = CurrentMemoryContext;
+
+	foreach(lc, slots)
+	{
+		int			slotno = lfirst_int(lc);
+		volatile bool failed = false;
+		ErrorData  *edata = NULL;
+
+		lq_begin_batch();
+		PG_TRY();
+		{
+			lq_check_extension();
+			lq_handle_slot(slotno, lq_clock_peek());
+			lq_commit_batch();
+		}
+		PG_CATCH();
+		{
+			edata = lq_batch_failed(ccxt);
+			failed = true;
+		}
+		PG_END_TRY();
+
+		if (failed)
+		{
+			lq_fail_slot(slotno, edata->sqlerrcode, edata->message);
+			FreeErrorData(edata);
+			break;				/* rebuild the state, then go on */
+		}
+		lq_end_batch();
+	}
+	list_free(slots);
+	if (!lq_need_recover)
+		lq_careful = false;
+}
+
+/*
+ * lq_batch runs one batch.  Returns true when there is probably more to do
+ * at once (the ring had more than a batch).
+ */
+static bool
+lq_batch(void)
+{
+	MemoryContext ccxt = CurrentMemoryContext;
+	bool		overflow = false;
+	int			n;
+	int64		now;
+	int64		due;
+	bool		retry_deferred;
+	List	   *slots = NIL;
+	ListCell   *lc;
+	volatile bool failed = false;
+	ErrorData  *edata = NULL;
+
+	n = lq_ring_drain(lq_ring_buf, lockq_batch_size, &overflow);
+	now = lq_clock_peek();
+	due = lq_state_next_deadline();
+	retry_deferred = lq_state_has_deferred() &&
+		(n > 0 || now - lq_last_deferred_retry >= LQ_DEFERRED_RETRY_MS * 1000);
+
+	if (n == 0 && !overflow && lq_recheck == NIL &&
+		!(due > 0 && due <= now) && !retry_deferred)
+		return false;
+
+	if (overflow)
+		slots = lq_slots_in_flight();
+	else
+	{
+		int			i;
+
+		for (i = 0; i < n; i++)
+			slots = lappend_int(slots, lq_ring_buf[i]);
+	}
+	slots = list_concat(slots, lq_recheck);
+	list_free(lq_recheck);
+	lq_recheck = NIL;
+
+	lq_begin_batch();
+	PG_TRY();
+	{
+		lq_check_extension();
+		if (now + LQ_CLOCK_MARGIN_US > lq_clock_ceiling())
+			lq_clock_extend(now);
+		foreach(lc, slots)
+			lq_handle_slot(lfirst_int(lc), now);
+		lq_state_run_timers(now);
+		if (lq_state_has_deferred())
+		{
+			lq_state_retry_deferred(now);
+			lq_last_deferred_retry = now;
+		}
+		lq_commit_batch();
+	}
+	PG_CATCH();
+	{
+		edata = lq_batch_failed(ccxt);
+		failed = true;
+	}
+	PG_END_TRY();
+
+	list_free(slots);
+	if (failed)
+	{
+		FreeErrorData(edata);
+		return false;
+	}
+	lq_end_batch();
+	lq_error_backoff_ms = 0;
+	return n == lockq_batch_size;
+}
+
+/*
+ * lq_cycle does all work that is due and returns how long the worker may
+ * sleep, in milliseconds.
+ */
+static long
+lq_cycle(void)
+{
+	int64		due;
+	int64		now;
+	long		sleep_ms = LQ_IDLE_SLEEP_MS;
+	int			rounds;
+
+	if (lq_need_recover || !lq_ready)
+	{
+		lq_ready = lq_recover();
+		if (!lq_ready)
+			return lq_error_backoff_ms > 0 ? lq_error_backoff_ms : LQ_IDLE_SLEEP_MS;
+	}
+	if (lq_careful)
+	{
+		lq_careful_step();
+		if (lq_need_recover)
+			return lq_error_backoff_ms;
+	}
+
+	for (rounds = 0; rounds < 100; rounds++)
+	{
+		bool		more = lq_batch();
+
+		if (lq_need_recover)
+			return lq_error_backoff_ms;
+		if (!more || ShutdownRequestPending)
+			break;
+		CHECK_FOR_INTERRUPTS();
+	}
+
+	now = lq_clock_peek();
+	due = lq_state_next_deadline();
+	if (due > 0)
+		sleep_ms = Min(sleep_ms, Max(0, (due - now + 999) / 1000));
+	if (lq_state_has_deferred())
+		sleep_ms = Min(sleep_ms, LQ_DEFERRED_RETRY_MS);
+	if (lq_recheck != NIL)
+		sleep_ms = 0;
+	return sleep_ms;
+}
+
+static void
+lq_worker_detach(int code, Datum arg)
+{
+	SpinLockAcquire(&lq_shared->mutex);
+	if (lq_shared->worker_pid == MyProcPid)
+	{
+		lq_shared->worker_pid = 0;
+		lq_shared->worker_procno = -1;
+	}
+	SpinLockRelease(&lq_shared->mutex);
+}
+
+/*
+ * lq_worker_stop runs on SIGTERM: close the clock so no backend hands out
+ * another value, and store the last value as the durable ceiling, so that
+ * a quick restart does not push the clock ahead.  Best effort: if it fails,
+ * the old, higher ceiling stays, which is safe.
+ */
+static void
+lq_worker_stop(void)
+{
+	MemoryContext ccxt = CurrentMemoryContext;
+	int64		last;
+
+	if (!lq_ready || pg_atomic_read_u32(&lq_shared->clock_ready) == 0)
+		return;
+
+	last = lq_clock_close();
+	lq_begin_batch();
+	PG_TRY();
+	{
+		lq_store_clock_write(last);
+		lq_need_sync = true;
+		lq_commit_batch();
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata = lq_batch_failed(ccxt);
+
+		FreeErrorData(edata);
+	}
+	PG_END_TRY();
+}
+
+/*
+ * lockq_worker_main is the entry point of the lock server.
+ */
+void
+lockq_worker_main(Datum main_arg)
+{
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
+	BackgroundWorkerUnblockSignals();
+
+	BackgroundWorkerInitializeConnection(lockq_database, NULL, 0);
+	pgstat_report_appname("lockq lock server");
+
+	/* Our SQL must not be redirected, and must never wait long on a lock. */
+	SetConfigOption("search_path", "pg_catalog", PGC_SUSET, PGC_S_OVERRIDE);
+	SetConfigOption("lock_timeout", "10s", PGC_SUSET, PGC_S_OVERRIDE);
+	SetConfigOption("statement_timeout", "0", PGC_SUSET, PGC_S_OVERRIDE);
+	SetConfigOption("idle_in_transaction_session_timeout", "0", PGC_SUSET,
+					PGC_S_OVERRIDE);
+
+	lq_batch_cxt = AllocSetContextCreate(TopMemoryContext, "lockq batch",
+										 ALLOCSET_DEFAULT_SIZES);
+	lq_pub_pending = MemoryContextAllocZero(TopMemoryContext,
+											sizeof(bool) * lq_shared->nslots);
+	lq_ring_buf = MemoryContextAlloc(TopMemoryContext,
+									 sizeof(int) * 65536);
+	lq_state_init();
+
+	SpinLockAcquire(&lq_shared->mutex);
+	lq_shared->worker_pid = MyProcPid;
+	lq_shared->worker_procno = MyProc->pgprocno;
+	lq_shared->worker_generation++;
+	SpinLockRelease(&lq_shared->mutex);
+	before_shmem_exit(lq_worker_detach, (Datum) 0);
+	lq_stat_add(LQ_STAT_WORKER_STARTS, 1);
+
+	ereport(LOG,
+			(errmsg("lockq lock server started in database \"%s\"",
+					lockq_database)));
+
+	while (!ShutdownRequestPending)
+	{
+		long		sleep_ms = lq_cycle();
+
+		(void) WaitLatch(MyLatch,
+						 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 sleep_ms, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+		}
+	}
+
+	lq_worker_stop();
+	proc_exit(1);
+}
