@@ -38,10 +38,21 @@ endif
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
-.PHONY: test run
+.PHONY: test run check-regress check-isolation check-tap
 
 test:
 	./test/run-tests.sh
 
 run:
 	./test/demo.sh
+
+# The three suites one by one (installcheck runs them all, stopping at the
+# first failing one).
+check-regress:
+	$(pg_regress_installcheck) $(REGRESS_OPTS) $(REGRESS)
+
+check-isolation:
+	$(pg_isolation_regress_installcheck) $(ISOLATION_OPTS) $(ISOLATION)
+
+check-tap:
+	$(prove_installcheck)

@@ -744,6 +744,8 @@ lq_batch(void)
 		lq_check_extension();
 		if (now + LQ_CLOCK_MARGIN_US > lq_clock_ceiling())
 			lq_clock_extend(now);
+		/* deadlines that passed before these requests came go first */
+		lq_state_run_timers(now);
 		foreach(lc, slots)
 			lq_handle_slot(lfirst_int(lc), now);
 		lq_state_run_timers(now);

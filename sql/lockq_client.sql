@@ -1,0 +1,56 @@
+--
+-- lockq_client: the SQL a client-side waiter uses (lockq_enqueue,
+-- lockq_heartbeat, lockq_cancel), in one session.  NOTIFY delivery and the
+-- heartbeat deadline are tested in TAP (t/008_client_waiters.pl).
+--
+CREATE FUNCTION pg_temp.err(q text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+	EXECUTE q;
+	RETURN 'ok';
+EXCEPTION WHEN OTHERS THEN
+	RETURN SQLSTATE || ': ' || SQLERRM;
+END $$;
+
+-- free lock: granted at once
+SELECT lockq_enqueue('q', 'c0', '1 hour', 'chan_c0') AS tok0 \gset
+SELECT :tok0 > 0 AS granted_at_once;
+SELECT owner FROM lockq_locks WHERE lock_id = 'q';
+-- held: queued, in arrival order, idempotent
+SELECT lockq_enqueue('q', 'c1', '1 hour', 'chan_c1') IS NULL AS c1_queued;
+SELECT lockq_enqueue('q', 'c2', '1 hour', NULL) IS NULL AS c2_queued;
+SELECT lockq_enqueue('q', 'c1', '1 hour', 'chan_c1') IS NULL AS c1_again;
+SELECT lockq_heartbeat('q', 'c2') IS NULL AS c2_still_waiting;
+SELECT lock_id, owner, position, kind FROM lockq_waiters;
+-- a blocking get by an owner that waits as a client is refused
+SELECT pg_temp.err($$SELECT lockq_get('q', 'c1', '1 minute', '1 second')$$);
+-- lockq_try does not barge in front of client waiters either
+SELECT lockq_release('q', 'c0', :tok0) AS released;
+SELECT lockq_try('q', 'newcomer') IS NULL AS no_barging;
+-- the head of the queue got it; heartbeat returns the token (and confirms)
+SELECT owner FROM lockq_locks WHERE lock_id = 'q';
+SELECT lockq_heartbeat('q', 'c1') AS tok1 \gset
+SELECT :tok1 > :tok0 AS c1_granted;
+SELECT lockq_enqueue('q', 'c1', '1 hour') = :tok1 AS enqueue_when_holding;
+SELECT lockq_holds('q', :tok1) AS holds;
+-- cancel a queued waiter
+SELECT lockq_cancel('q', 'c2') AS c2_cancelled;
+SELECT count(*) AS waiters FROM lockq_waiters;
+SELECT pg_temp.err($$SELECT lockq_heartbeat('q', 'c2')$$);
+-- cancel after the grant won the race: the grant is released
+SELECT lockq_enqueue('q', 'c3', '1 hour') IS NULL AS c3_queued;
+SELECT lockq_release('q', 'c1', :tok1);
+SELECT owner FROM lockq_locks WHERE lock_id = 'q';
+SELECT lockq_cancel('q', 'c3') AS c3_cancelled_grant;
+SELECT count(*) AS locks FROM lockq_locks;
+SELECT lockq_cancel('q', 'c3') AS nothing_left;
+-- a grant handed to a client-side waiter starts with a lease no longer than
+-- its heartbeat interval, until it is picked up
+SELECT lockq_try('q', 'h') IS NOT NULL;
+SELECT lockq_enqueue('q', 'c4', '1 hour', NULL, '2 seconds') IS NULL AS c4_queued;
+SELECT lockq_release('q', 'h');
+SELECT expires - acquired AS first_lease FROM lockq_locks WHERE lock_id = 'q';
+SELECT lockq_heartbeat('q', 'c4') IS NOT NULL AS picked_up;
+SELECT expires - acquired > interval '59 minutes' AS full_lease FROM lockq_locks WHERE lock_id = 'q';
+SELECT lockq_release('q', 'c4');
+SELECT count(*) AS locks FROM lockq_locks;
+SELECT enqueues >= 5 AS enqueues_counted FROM lockq_stats;

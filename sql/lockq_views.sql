@@ -1,0 +1,25 @@
+--
+-- lockq_views: the shape of the views and functions.
+--
+\d lockq_locks
+\d lockq_waiters
+\d lockq_stats
+SELECT p.proname, pg_get_function_arguments(p.oid) AS args,
+	   pg_get_function_result(p.oid) AS result, p.provolatile, p.proparallel,
+	   p.proisstrict
+  FROM pg_proc p JOIN pg_depend d ON d.objid = p.oid
+ WHERE d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'lockq')
+ ORDER BY p.proname;
+-- who may do what: nothing in schema lockq is granted to PUBLIC
+SELECT c.relname, c.relkind,
+	   (SELECT count(*) FROM aclexplode(c.relacl) a WHERE a.grantee = 0) AS public_grants
+  FROM pg_class c
+ WHERE c.relnamespace = 'lockq'::regnamespace AND c.relkind IN ('r', 'S')
+ ORDER BY c.relname;
+SELECT has_schema_privilege('public', 'lockq', 'USAGE') AS public_schema_usage;
+SELECT v, has_table_privilege('public', v, 'SELECT') AS public_can_read
+  FROM unnest(ARRAY['lockq_locks', 'lockq_waiters', 'lockq_stats']) v;
+SELECT proname, proacl IS NOT NULL AS restricted FROM pg_proc
+ WHERE proname = 'lockq_force_release';
+SELECT worker_pid IS NOT NULL AS worker_running, worker_starts FROM lockq_stats;
+SELECT backend_type, application_name FROM pg_stat_activity WHERE backend_type = 'lockq lock server';
