@@ -27,11 +27,13 @@
 #include "commands/dbcommands.h"
 #include "datatype/timestamp.h"
 #include "fmgr.h"
+#include "libpq/libpq-be.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "storage/proc.h"
+#include "tcop/tcopprot.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
@@ -264,6 +266,8 @@ lq_call(LqRequest *req)
 	int			slotno;
 	LqSlot	   *slot;
 	LqResult	res;
+	int			events = WL_LATCH_SET | WL_EXIT_ON_PM_DEATH;
+	pgsocket	sock = PGINVALID_SOCKET;
 
 	lq_attach();
 	slotno = lq_my_slotno();
@@ -283,11 +287,23 @@ lq_call(LqRequest *req)
 	lq_ring_push(slotno);
 	lq_wake_worker();
 
+	/*
+	 * While we sleep we also watch the client's socket: a client that went
+	 * away must not keep its place in the queue until it would be granted.
+	 */
+	if (MyProcPort != NULL && whereToSendOutput == DestRemote &&
+		WaitEventSetCanReportClosed())
+	{
+		events |= WL_SOCKET_CLOSED;
+		sock = MyProcPort->sock;
+	}
+
 	PG_ENSURE_ERROR_CLEANUP(lq_call_cleanup, Int32GetDatum(slotno));
 	{
 		for (;;)
 		{
 			bool		done = false;
+			int			rc;
 
 			SpinLockAcquire(&slot->mutex);
 			if (slot->state == LQ_SLOT_DONE)
@@ -300,9 +316,18 @@ lq_call(LqRequest *req)
 			if (done)
 				break;
 
-			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_EXIT_ON_PM_DEATH,
-							 -1L, PG_WAIT_EXTENSION);
+			rc = WaitLatchOrSocket(MyLatch, events, sock, -1L,
+								   PG_WAIT_EXTENSION);
 			ResetLatch(MyLatch);
+			if (rc & WL_SOCKET_CLOSED)
+			{
+				/* as ProcessInterrupts does for ClientConnectionLost */
+				whereToSendOutput = DestNone;
+				ereport(FATAL,
+						(errcode(ERRCODE_CONNECTION_FAILURE),
+						 errmsg("connection to client lost while waiting for lock \"%s\"",
+								req->lock_id)));
+			}
 			CHECK_FOR_INTERRUPTS();
 		}
 	}

@@ -15,28 +15,10 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"
 
-PGBIN=/usr/lib/postgresql/15/bin
-PG_CONFIG=$PGBIN/pg_config
-PACKAGES="postgresql-15 postgresql-server-dev-15 libpq-dev build-essential
-          libipc-run-perl faketime pgbouncer rsync"
+. "$here/test/setup-debian.sh"
 TESTUSER=${LOCKQ_TEST_USER:-lockqtest}
 SUITES=${LOCKQ_TEST_SUITES:-regress isolation tap}
-
-log() { printf '\n=== %s\n' "$*"; }
-
-install_packages() {
-	local missing=()
-	for p in $PACKAGES; do
-		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \
-			|| missing+=("$p")
-	done
-	if [ ${#missing[@]} -gt 0 ]; then
-		log "installing ${missing[*]}"
-		apt-get update -qq
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-			"${missing[@]}" >/dev/null
-	fi
-}
+log() { lq_log "$@"; }
 
 show_failures() {
 	local dir=$1
@@ -50,17 +32,8 @@ show_failures() {
 	return 0
 }
 
-if [ "$(id -u)" -eq 0 ]; then
-	install_packages
-fi
-
-log "building lockq"
-make -s PG_CONFIG="$PG_CONFIG" PG_CFLAGS="-Wall -Wmissing-prototypes -Wno-unused-parameter -Werror"
-if [ -w "$($PG_CONFIG --pkglibdir)" ]; then
-	make -s PG_CONFIG="$PG_CONFIG" install
-else
-	sudo make -s PG_CONFIG="$PG_CONFIG" install
-fi
+lq_install_packages
+LQ_CFLAGS="-Wall -Wmissing-prototypes -Wno-unused-parameter -Werror" lq_build_install
 
 targets=()
 for s in $SUITES; do
@@ -73,7 +46,7 @@ for s in $SUITES; do
 done
 
 if [ "$(id -u)" -eq 0 ]; then
-	id "$TESTUSER" >/dev/null 2>&1 || useradd --create-home --shell /bin/bash "$TESTUSER"
+	lq_ensure_user "$TESTUSER"
 	work=$(mktemp -d /tmp/lockq-test.XXXXXX)
 	rsync -a --exclude .git "$here/" "$work/"
 	chown -R "$TESTUSER": "$work"

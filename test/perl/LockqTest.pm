@@ -1,0 +1,106 @@
+# test/perl/LockqTest.pm
+#
+# Helpers shared by lockq's TAP tests: a node with lockq preloaded, blocked
+# waiters in background psql sessions, and polling on the lock views.
+# Every wait is a poll_query_until or a pump until expected output; there
+# are no bare sleeps.
+
+package LockqTest;
+
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time);
+
+use Exporter 'import';
+our @EXPORT = qw(lockq_node start_waiter waiter_result wait_for_waiters
+  wait_for_holder worker_pid scalar_query);
+
+# lockq_node(name, extra_conf) creates and starts a node with lockq
+# preloaded and the extension created in database postgres.
+sub lockq_node
+{
+	my ($name, %opts) = @_;
+	my $node = PostgreSQL::Test::Cluster->new($name);
+	$node->init(%{ $opts{init} // {} });
+	$node->append_conf(
+		'postgresql.conf', qq{
+shared_preload_libraries = 'lockq'
+lockq.database = 'postgres'
+log_min_messages = info
+log_line_prefix = '%m [%p] %b '
+max_connections = 100
+});
+	$node->append_conf('postgresql.conf', $opts{conf}) if $opts{conf};
+	$node->start unless $opts{no_start};
+	$node->safe_psql('postgres', 'CREATE EXTENSION lockq')
+	  unless $opts{no_start} || $opts{no_extension};
+	return $node;
+}
+
+# scalar_query(node, sql) runs a query and returns its single value.
+sub scalar_query
+{
+	my ($node, $sql) = @_;
+	return $node->safe_psql('postgres', $sql);
+}
+
+# start_waiter(node, name, sql) opens a background session, tags it with
+# application_name = name and sends sql without waiting for it to finish.
+# The statement's output appears in the session's stdout when it does.
+sub start_waiter
+{
+	my ($node, $name, $sql) = @_;
+	my $s = $node->background_psql('postgres', on_error_stop => 0);
+	$s->query_safe("SET application_name = '$name'");
+	$s->{stdin} .= "$sql\n";
+	$s->{run}->pump_nb();
+	return $s;
+}
+
+# waiter_result(session, regex) pumps the session until its output matches
+# regex (or the default timeout hits) and returns the first capture group.
+sub waiter_result
+{
+	my ($s, $re) = @_;
+	my $timeout = IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default);
+	$s->{run}->pump_nb();
+	until ($s->{stdout} =~ $re || $s->{stderr} =~ $re || $timeout->is_expired)
+	{
+		$s->{run}->pump();
+	}
+	my $out = $s->{stdout} . $s->{stderr};
+	return $1 if $out =~ $re;
+	return undef;
+}
+
+# wait_for_waiters(node, lock, n) polls until lock has n queued waiters.
+sub wait_for_waiters
+{
+	my ($node, $lock, $n) = @_;
+	return $node->poll_query_until('postgres',
+		"SELECT count(*) = $n FROM lockq_waiters WHERE lock_id = '$lock'");
+}
+
+# wait_for_holder(node, lock, owner) polls until owner holds lock.
+sub wait_for_holder
+{
+	my ($node, $lock, $owner) = @_;
+	return $node->poll_query_until('postgres',
+		"SELECT count(*) = 1 FROM lockq_locks WHERE lock_id = '$lock' AND owner = '$owner'"
+	);
+}
+
+# worker_pid(node) returns the pid of the lock server.
+sub worker_pid
+{
+	my ($node) = @_;
+	return $node->safe_psql('postgres',
+		"SELECT pid FROM pg_stat_activity WHERE backend_type = 'lockq lock server'"
+	);
+}
+
+1;
