@@ -1,0 +1,90 @@
+# Lease expiry: a grant that is not renewed ends at its deadline, and the
+# worker hands the lock to the next waiter promptly (target: within 50 ms).
+# A holder that renews keeps the lock.  lockq.max_ttl is read on reload.
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use LockqTest;
+
+my $node = lockq_node('expiry');
+
+# Lag between the lease deadline and the next waiter's grant, in ms,
+# measured on the lockq clock (both values are recorded by the server).
+my @lags;
+for my $round (1 .. 5)
+{
+	my $lock = "E$round";
+	scalar_query($node, "SELECT lockq_try('$lock', 'short', '300 ms')");
+	my $deadline = scalar_query($node,
+		"SELECT (extract(epoch FROM expires) * 1000000)::bigint FROM lockq_locks WHERE lock_id = '$lock'"
+	);
+	my $w = start_waiter($node, "ew$round",
+		"SELECT 'granted:' || lockq_get('$lock', 'next', '1 minute');");
+	ok(defined waiter_result($w, qr/(granted:\d+)/),
+		"round $round: the waiter got the lock after the lease ran out");
+	my $acquired = scalar_query($node,
+		"SELECT (extract(epoch FROM acquired) * 1000000)::bigint FROM lockq_locks WHERE lock_id = '$lock'"
+	);
+	my $lag_ms = ($acquired - $deadline) / 1000.0;
+	ok($lag_ms >= 0, "round $round: not granted before the deadline ($lag_ms ms)");
+	push @lags, $lag_ms;
+	scalar_query($node, "SELECT lockq_release('$lock', 'next')");
+	$w->quit;
+}
+my @sorted = sort { $a <=> $b } @lags;
+my $median = $sorted[2];
+note sprintf('expiry hand-over lag (ms): %s; median %.2f',
+	join(', ', map { sprintf('%.2f', $_) } @lags), $median);
+cmp_ok($median, '<', 50, 'median hand-over lag is within the 50 ms target');
+cmp_ok($sorted[-1], '<', 250, 'no hand-over took longer than 250 ms');
+is(scalar_query($node, 'SELECT expiries FROM lockq_stats'), '5', 'five expiries counted');
+
+# An expired lock with nobody waiting simply disappears.
+my $tok = scalar_query($node, "SELECT lockq_try('lonely', 'o', '200 ms')");
+ok($node->poll_query_until('postgres',
+		"SELECT count(*) = 0 FROM lockq_locks WHERE lock_id = 'lonely'"),
+	'an expired lock without waiters leaves lockq_locks');
+is(scalar_query($node, "SELECT lockq_renew('lonely', 'o', $tok)"), 'f',
+	'and cannot be renewed');
+
+# A holder that keeps renewing keeps the lock well past its ttl, and a
+# waiter stays queued meanwhile.
+$tok = scalar_query($node, "SELECT lockq_try('kept', 'renewer', '400 ms')");
+my $w = start_waiter($node, 'kw',
+	"SELECT 'granted:' || lockq_get('kept', 'patient', '1 minute');");
+ok(wait_for_waiters($node, 'kept', 1), 'a waiter queues behind the renewer');
+my $start = scalar_query($node, 'SELECT lockq_now()');
+my $renewals = 0;
+while (scalar_query($node, 'SELECT lockq_now()') - $start < 2_000_000)
+{
+	# renew every ~100 ms of lockq time (the poll waits, no bare sleep)
+	my $since = scalar_query($node, 'SELECT lockq_now()');
+	$node->poll_query_until('postgres',
+		"SELECT lockq_now() - $since > 100000");
+	is(scalar_query($node, "SELECT lockq_renew('kept', 'renewer', $tok)"),
+		't', 'renewal ' . ++$renewals . ' succeeds')
+	  if $renewals < 1000;
+}
+is(scalar_query($node, "SELECT owner FROM lockq_locks WHERE lock_id = 'kept'"),
+	'renewer', 'after 2 s with a 400 ms ttl, the renewer still holds the lock');
+is(scalar_query($node, "SELECT count(*) FROM lockq_waiters WHERE lock_id = 'kept'"),
+	'1', 'the waiter is still waiting');
+# stop renewing: the waiter gets it when the lease ends
+ok(defined waiter_result($w, qr/(granted:\d+)/),
+	'once renewals stop, the lease ends and the waiter is granted');
+$w->quit;
+
+# lockq.max_ttl is a SIGHUP setting.
+$node->safe_psql('postgres', "ALTER SYSTEM SET lockq.max_ttl = '60s'");
+$node->reload;
+my ($ret, $out, $err) = $node->psql('postgres',
+	"SELECT lockq_try('big', 'o', '2 minutes')");
+like($err, qr/ttl must not exceed 60 seconds/, 'a reloaded lockq.max_ttl applies');
+$node->safe_psql('postgres', 'ALTER SYSTEM RESET lockq.max_ttl');
+$node->reload;
+
+$node->stop;
+done_testing();

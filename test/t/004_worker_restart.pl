@@ -1,0 +1,108 @@
+# The lock server is terminated (pg_terminate_backend): it restarts, keeps
+# the grants and the queue, takes over requests that were in flight, and no
+# waiter hangs.
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use LockqTest;
+
+my $node = lockq_node('worker');
+
+sub restart_worker
+{
+	my ($old) = @_;
+	$node->safe_psql('postgres', "SELECT pg_terminate_backend($old)");
+	ok( $node->poll_query_until(
+			'postgres',
+			"SELECT count(*) = 1 FROM pg_stat_activity
+			  WHERE backend_type = 'lockq lock server' AND pid <> $old"),
+		'the lock server came back with a new pid');
+	return worker_pid($node);
+}
+
+my $pid1 = worker_pid($node);
+ok($pid1 > 0, 'lock server is running');
+
+# Grants, backend waiters and a client-side waiter.
+my $t_hold = scalar_query($node, "SELECT lockq_try('W', 'holder', '1 hour')");
+my $t_sess = scalar_query($node, "SELECT lockq_try('other', 'keeper', '1 hour')");
+my @w;
+for my $n (qw(w1 w2))
+{
+	push @w, start_waiter($node, $n,
+		"SELECT 'granted:' || lockq_get('W', '$n', '1 hour');");
+	ok(wait_for_waiters($node, 'W', scalar @w), "$n queued");
+}
+is(scalar_query($node, "SELECT lockq_enqueue('W', 'c1', '1 hour', NULL, '1 hour') IS NULL"),
+	't', 'client waiter c1 queued');
+my $queue_before = $node->safe_psql('postgres',
+	"SELECT string_agg(owner || '\@' || ts, ' ' ORDER BY position) FROM lockq_waiters");
+
+my $pid2 = restart_worker($pid1);
+is($node->safe_psql('postgres',
+		"SELECT string_agg(owner || '\@' || ts, ' ' ORDER BY position) FROM lockq_waiters"),
+	$queue_before, 'the queue survived, same order and positions');
+is(scalar_query($node, "SELECT token FROM lockq_locks WHERE lock_id = 'W'"),
+	$t_hold, 'the grant survived');
+is(scalar_query($node, "SELECT lockq_holds('other', $t_sess)"), 't',
+	'an unrelated grant is still current');
+is(scalar_query($node, 'SELECT worker_starts FROM lockq_stats'), '2',
+	'the restart is counted');
+
+# The service works: the queue drains in order.
+is(scalar_query($node, "SELECT lockq_release('W', 'holder', $t_hold)"), 't',
+	'holder releases after the restart');
+like(waiter_result($w[0], qr/(granted:\d+)/), qr/granted/, 'w1 granted');
+ok(scalar_query($node, "SELECT token FROM lockq_locks WHERE lock_id = 'W'") > $t_sess,
+	'with a new, larger token');
+is(scalar_query($node, "SELECT lockq_release('W', 'w1')"), 't', 'w1 releases');
+like(waiter_result($w[1], qr/(granted:\d+)/), qr/granted/, 'w2 granted');
+is(scalar_query($node, "SELECT lockq_release('W', 'w2')"), 't', 'w2 releases');
+ok(scalar_query($node, "SELECT lockq_heartbeat('W', 'c1')") > 0,
+	'c1 granted last');
+scalar_query($node, "SELECT lockq_release('W', 'c1')");
+$_->quit for @w;
+
+# A request in flight when the worker goes: freeze the worker, send
+# requests, terminate it, let it go.  The new worker answers them.
+scalar_query($node, "SELECT lockq_try('F', 'holder', '1 hour')");
+kill 'STOP', $pid2;
+my $try = start_waiter($node, 'inflight-try',
+	"SELECT 'try:' || coalesce(lockq_try('G', 'x', '1 minute')::text, 'null');");
+my $get = start_waiter($node, 'inflight-get',
+	"SELECT 'get:' || lockq_get('F', 'y', '1 minute');");
+ok( $node->poll_query_until(
+		'postgres',
+		"SELECT count(*) = 2 FROM pg_stat_activity WHERE application_name LIKE 'inflight-%' AND wait_event = 'Extension'"
+	),
+	'both requests are waiting for the frozen worker');
+$node->safe_psql('postgres', "SELECT pg_terminate_backend($pid2)");
+kill 'CONT', $pid2;
+ok( $node->poll_query_until(
+		'postgres',
+		"SELECT count(*) = 1 FROM pg_stat_activity
+		  WHERE backend_type = 'lockq lock server' AND pid <> $pid2"),
+	'a new worker started');
+like(waiter_result($try, qr/(try:\d+)/), qr/try:\d+/,
+	'the in-flight lockq_try was answered with a token');
+ok(wait_for_waiters($node, 'F', 1), 'the in-flight lockq_get was queued');
+scalar_query($node, "SELECT lockq_release('F', 'holder')");
+like(waiter_result($get, qr/(get:\d+)/), qr/get:\d+/,
+	'and granted after the release');
+$try->quit;
+$get->quit;
+
+# Clock and tokens keep increasing across worker restarts.
+my $now_before = scalar_query($node, 'SELECT lockq_now()');
+my $tok_before = scalar_query($node, "SELECT lockq_try('T', 'a')");
+restart_worker(worker_pid($node));
+ok(scalar_query($node, 'SELECT lockq_now()') > $now_before,
+	'lockq_now keeps increasing across a worker restart');
+ok(scalar_query($node, "SELECT lockq_try('T2', 'a')") > $tok_before,
+	'tokens keep increasing across a worker restart');
+
+$node->stop;
+done_testing();
