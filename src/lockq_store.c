@@ -400,6 +400,7 @@ lq_getint32(HeapTuple tup, TupleDesc desc, int col, int32 dflt)
 /*
  * lq_scan runs a query through a cursor, calling emit for each row in
  * chunks, so that loading a large table does not need all of it in memory.
+ * emit may modify the table (stale rows are deleted as they are found).
  */
 static void
 lq_scan(const char *sql, void (*emit) (HeapTuple, TupleDesc, void *),
@@ -410,17 +411,26 @@ lq_scan(const char *sql, void (*emit) (HeapTuple, TupleDesc, void *),
 
 	if (plan == NULL)
 		elog(ERROR, "SPI_prepare failed for \"%s\"", sql);
-	portal = SPI_cursor_open(NULL, plan, NULL, NULL, true);
+	/* not read-only: it must see what this transaction deleted so far */
+	portal = SPI_cursor_open(NULL, plan, NULL, NULL, false);
 	for (;;)
 	{
+		SPITupleTable *tuptable;
+		uint64		ntuples;
 		uint64		i;
 
+		/*
+		 * emit may run SPI statements of its own, which overwrite
+		 * SPI_tuptable and SPI_processed: keep this chunk in locals.
+		 */
 		SPI_cursor_fetch(portal, true, 1000);
-		if (SPI_processed == 0)
+		tuptable = SPI_tuptable;
+		ntuples = SPI_processed;
+		if (ntuples == 0)
 			break;
-		for (i = 0; i < SPI_processed; i++)
-			emit(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, arg);
-		SPI_freetuptable(SPI_tuptable);
+		for (i = 0; i < ntuples; i++)
+			emit(tuptable->vals[i], tuptable->tupdesc, arg);
+		SPI_freetuptable(tuptable);
 	}
 	SPI_cursor_close(portal);
 	SPI_freeplan(plan);

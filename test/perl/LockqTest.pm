@@ -17,7 +17,7 @@ use Time::HiRes qw(time);
 
 use Exporter 'import';
 our @EXPORT = qw(lockq_node start_waiter waiter_result wait_for_waiters
-  wait_for_holder worker_pid scalar_query);
+  wait_for_holder worker_pid scalar_query crash_restart end_session);
 
 # lockq_node(name, extra_conf) creates and starts a node with lockq
 # preloaded and the extension created in database postgres.
@@ -77,6 +77,19 @@ sub waiter_result
 	return undef;
 }
 
+# end_session(session) ends a background psql whose server side may be gone
+# (terminated backend, crashed server): psql keeps reading its input after
+# a lost connection, so it must be told to quit.
+sub end_session
+{
+	my ($s) = @_;
+	# writing to a psql that already exited fails with EPIPE
+	eval { $s->{run}->pump_nb(); };
+	$s->{stdin} .= "\\q\n" if $s->{run}->pumpable();
+	eval { $s->{run}->finish; };
+	return;
+}
+
 # wait_for_waiters(node, lock, n) polls until lock has n queued waiters.
 sub wait_for_waiters
 {
@@ -92,6 +105,48 @@ sub wait_for_holder
 	return $node->poll_query_until('postgres',
 		"SELECT count(*) = 1 FROM lockq_locks WHERE lock_id = '$lock' AND owner = '$owner'"
 	);
+}
+
+# crash_restart(node) kills the postmaster with SIGKILL and starts the node
+# again.  The old postmaster and its children must be gone first: a process
+# that has died but was not reaped yet still answers kill(pid, 0), and the
+# new postmaster would refuse the data directory.  (The init process of
+# some containers reaps orphans only every few seconds.)
+sub crash_restart
+{
+	my ($node) = @_;
+	my $pid = $node->{_pid};
+	my $pgdata = $node->data_dir;
+	$node->kill9;
+	my $timeout = IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default);
+	$timeout->start;
+	while (!$timeout->is_expired)
+	{
+		last unless -e "/proc/$pid" || _has_children_of($pgdata);
+		select(undef, undef, undef, 0.05);
+	}
+	die "postmaster $pid did not go away" if -e "/proc/$pid";
+	$node->start;
+	return;
+}
+
+# _has_children_of(pgdata) is true while any postgres process of that data
+# directory (by its command line or cwd) still exists, zombies included.
+sub _has_children_of
+{
+	my ($pgdata) = @_;
+	opendir(my $dh, '/proc') or return 0;
+	for my $p (grep { /^\d+$/ } readdir $dh)
+	{
+		my $cwd = readlink("/proc/$p/cwd");
+		if (defined $cwd && $cwd eq $pgdata)
+		{
+			closedir $dh;
+			return 1;
+		}
+	}
+	closedir $dh;
+	return 0;
 }
 
 # worker_pid(node) returns the pid of the lock server.

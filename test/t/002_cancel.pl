@@ -80,7 +80,7 @@ like(waiter_result($w{ca}, qr/(granted:\d+)/), qr/granted/, 'ca is granted');
 scalar_query($node, "SELECT lockq_release('C', 'ca')");
 like(waiter_result($w{cd}, qr/(granted:\d+)/), qr/granted/, 'cd is granted after it');
 scalar_query($node, "SELECT lockq_release('C', 'cd')");
-$w{cc}->{run}->finish;
+end_session($w{cc});
 $w{$_}->quit for qw(ca cb cd);
 
 # --- a grant that races with a cancel is handed on at once -------------
@@ -113,8 +113,7 @@ for my $how (qw(cancel terminate))
 		"$how: counted as a cancel");
 	is(queue_of($lock), '', "$how: nothing left in the queue");
 	scalar_query($node, "SELECT lockq_release('$lock', 'rb')");
-	$a->{run}->finish if $how eq 'terminate';
-	$a->quit if $how eq 'cancel';
+	end_session($a);
 	$b->quit;
 }
 
@@ -137,7 +136,7 @@ for my $how (qw(disconnect terminate))
 	{
 		$node->safe_psql('postgres',
 			"SELECT pg_terminate_backend(" . backend_pid("sh-$how") . ")");
-		$h->{run}->finish;
+		end_session($h);
 	}
 	like(waiter_result($w, qr/(granted:\d+)/), qr/granted/,
 		"$how: the waiter gets the lock without waiting for the lease");

@@ -1,0 +1,104 @@
+# kill -9 of the postmaster, then restart: durable grants are still held
+# with their tokens, session-bound grants and waiting backends are gone,
+# client-side waiters keep their place, leases do not count the downtime,
+# and tokens and lockq_now() keep increasing.  A token handed out just
+# before the crash is never handed out again.
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use LockqTest;
+
+my $node = lockq_node('crash');
+
+sub wait_for_service
+{
+	return $node->poll_query_until('postgres',
+		'SELECT worker_pid IS NOT NULL FROM lockq_stats');
+}
+
+# --- state before the crash ----------------------------------------------
+my $t_a = scalar_query($node, "SELECT lockq_try('A', 'svc-a', '1 hour')");
+my $t_b = scalar_query($node, "SELECT lockq_try('B', 'svc-b', '10 minutes')");
+my $sess = $node->background_psql('postgres');
+my $t_s = $sess->query_safe("SELECT lockq_try('S')");
+ok($t_s > 0, 'a session-bound lock is held');
+my $w = start_waiter($node, 'bw', "SELECT lockq_get('A', 'waiting-backend');");
+ok(wait_for_waiters($node, 'A', 1), 'a backend waits for A');
+is(scalar_query($node, "SELECT lockq_enqueue('A', 'waiting-client', '1 hour', NULL, '1 hour') IS NULL"),
+	't', 'a client-side waiter waits for A');
+# a grant commits synchronously, flushing the queue entries written before
+my $t_c = scalar_query($node, "SELECT lockq_try('C', 'svc-c', '1 hour')");
+
+my $remaining_b = scalar_query($node,
+	"SELECT (extract(epoch FROM expires) * 1000000)::bigint - lockq_now() FROM lockq_locks WHERE lock_id = 'B'"
+);
+my $now_before = scalar_query($node, 'SELECT lockq_now()');
+my $max_token = $t_c;
+
+# --- crash ----------------------------------------------------------------
+crash_restart($node);
+end_session($w);
+end_session($sess);
+ok(wait_for_service(), 'the lock service is back after the crash');
+
+is( $node->safe_psql(
+		'postgres',
+		"SELECT string_agg(lock_id || '=' || owner || ':' || token, ' ' ORDER BY lock_id) FROM lockq_locks"
+	),
+	"A=svc-a:$t_a B=svc-b:$t_b C=svc-c:$t_c",
+	'durable grants are still held, same owners and tokens; the session-bound grant is gone');
+is(scalar_query($node, "SELECT lockq_holds('A', $t_a)"), 't',
+	'a durable grant is still current for fencing');
+is( $node->safe_psql('postgres',
+		"SELECT string_agg(owner || ':' || kind, ' ' ORDER BY position) FROM lockq_waiters"),
+	'waiting-client:client',
+	'the client-side waiter kept its place; the dead backend waiter is gone');
+
+my $remaining_after = scalar_query($node,
+	"SELECT (extract(epoch FROM expires) * 1000000)::bigint - lockq_now() FROM lockq_locks WHERE lock_id = 'B'"
+);
+note "lease of B: ${remaining_b}us left before the crash, ${remaining_after}us after";
+cmp_ok($remaining_after, '>', $remaining_b - 5_000_000,
+	'the downtime did not count against the lease');
+cmp_ok($remaining_after, '<', $remaining_b + 10_000_000,
+	'and the lease was not extended by more than the clock reserve');
+
+ok(scalar_query($node, 'SELECT lockq_now()') > $now_before,
+	'lockq_now() continues above every value before the crash');
+my $t_new = scalar_query($node, "SELECT lockq_try('D', 'svc-d')");
+ok($t_new > $max_token, 'the next token is above every token before the crash');
+$max_token = $t_new;
+
+# The queue works after the crash: release A, the client waiter gets it.
+is(scalar_query($node, "SELECT lockq_release('A', 'svc-a', $t_a)"), 't',
+	'release after the crash');
+ok(scalar_query($node, "SELECT lockq_heartbeat('A', 'waiting-client')") > $max_token,
+	'the surviving client waiter is granted with a new token');
+
+# --- tokens handed out right before a crash are never reissued -----------
+for my $round (1 .. 3)
+{
+	my $last = 0;
+	for my $i (1 .. 20)
+	{
+		$last = scalar_query($node,
+			"SELECT lockq_try('R$round-$i', 'o', '1 hour')");
+	}
+	my $now_last = scalar_query($node, 'SELECT lockq_now()');
+	crash_restart($node);
+	ok(wait_for_service(), "round $round: service back");
+	my $next = scalar_query($node, "SELECT lockq_try('R$round-next', 'o')");
+	ok($next > $last,
+		"round $round: the first token after the crash ($next) is above the last one shown before it ($last)"
+	);
+	ok(scalar_query($node, 'SELECT lockq_now()') > $now_last,
+		"round $round: so is the clock");
+}
+is(scalar_query($node, "SELECT count(*) FROM lockq_locks WHERE lock_id LIKE 'R%'"),
+	'63', 'every grant made before the crashes is still held');
+
+$node->stop;
+done_testing();
