@@ -34,6 +34,7 @@
 
 #include "fmgr.h"
 #include "utils/builtins.h"
+#include "utils/timestamp.h"
 
 #include "lockq.h"
 #include "lockq_state.h"
@@ -52,13 +53,15 @@ lq_monotonic_us(void)
 	return (int64) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
+/*
+ * lq_wall_us reads the wall clock the way PostgreSQL does (now(),
+ * clock_timestamp()), converted to microseconds since the Unix epoch.
+ */
 int64
 lq_wall_us(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+	return (int64) GetCurrentTimestamp() +
+		(int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY;
 }
 
 static bool
