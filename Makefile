@@ -23,7 +23,6 @@ ISOLATION_OPTS = --inputdir=test --temp-instance=./tmp_check_iso \
 
 TAP_TESTS = 1
 PROVE_TESTS = test/t/*.pl
-PROVE_FLAGS = -I test/perl
 
 EXTRA_CLEAN = tmp_check_iso output_iso
 
@@ -37,6 +36,9 @@ PG_CONFIG ?= /usr/lib/postgresql/15/bin/pg_config
 endif
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
+
+# (Makefile.global resets PROVE_FLAGS, so this comes after the include)
+PROVE_FLAGS += -I test/perl
 
 .PHONY: test run check-regress check-isolation check-tap
 
