@@ -477,8 +477,18 @@ lq_commit_batch(void)
 	lq_emit_notices();
 	SPI_finish();
 	PopActiveSnapshot();
+	/*
+	 * A batch that shows a token, a lease or a clock value must be flushed
+	 * before anyone sees it: never weaker than a local flush, and as strong
+	 * as the server is configured (synchronous standbys) when that is more.
+	 * Other batches only add or remove waiters and need not wait.
+	 */
 	if (!sync)
 		(void) set_config_option("synchronous_commit", "off",
+								 PGC_USERSET, PGC_S_SESSION,
+								 GUC_ACTION_LOCAL, true, 0, false);
+	else if (synchronous_commit < SYNCHRONOUS_COMMIT_LOCAL_FLUSH)
+		(void) set_config_option("synchronous_commit", "local",
 								 PGC_USERSET, PGC_S_SESSION,
 								 GUC_ACTION_LOCAL, true, 0, false);
 	CommitTransactionCommand();

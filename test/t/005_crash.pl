@@ -79,6 +79,10 @@ ok(scalar_query($node, "SELECT lockq_heartbeat('A', 'waiting-client')") > $max_t
 	'the surviving client waiter is granted with a new token');
 
 # --- tokens handed out right before a crash are never reissued -----------
+# even when the administrator turned synchronous_commit off server-wide
+$node->safe_psql('postgres', 'ALTER SYSTEM SET synchronous_commit = off');
+$node->reload;
+$node->poll_query_until('postgres', "SELECT current_setting('synchronous_commit') = 'off'");
 for my $round (1 .. 3)
 {
 	my $last = 0;
