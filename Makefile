@@ -37,6 +37,9 @@ endif
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
+# PGXS does not track header dependencies: every object depends on them all.
+$(OBJS): $(wildcard src/*.h)
+
 # (Makefile.global resets PROVE_FLAGS, so this comes after the include)
 PROVE_FLAGS += -I test/perl
 

@@ -23,3 +23,13 @@ SELECT proname, proacl IS NOT NULL AS restricted FROM pg_proc
  WHERE proname = 'lockq_force_release';
 SELECT worker_pid IS NOT NULL AS worker_running, worker_starts FROM lockq_stats;
 SELECT backend_type, application_name FROM pg_stat_activity WHERE backend_type = 'lockq lock server';
+
+-- Dropping and creating the extension again discards the lock state, but
+-- tokens keep increasing: the new token sequence starts above the old one.
+SELECT lockq_try('before-drop', 'o') AS tok_before \gset
+DROP EXTENSION lockq;
+CREATE EXTENSION lockq;
+SELECT count(*) AS locks_after_recreate FROM lockq_locks;
+SELECT lockq_try('after-drop', 'o') > :tok_before AS tokens_continue;
+SELECT lockq_release('after-drop', 'o');
+SELECT batch_errors FROM lockq_stats;

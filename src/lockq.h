@@ -179,6 +179,9 @@ typedef struct LqShared
 	int			ring_size;
 	int			nslots;
 
+	/* Highest token issued or seen in this shared-memory lifetime. */
+	pg_atomic_uint64 token_high;
+
 	/* Gauges the worker publishes after every batch. */
 	pg_atomic_uint64 holders;
 	pg_atomic_uint64 waiters;

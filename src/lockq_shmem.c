@@ -104,6 +104,7 @@ lq_shmem_startup(void)
 		lq_shared->ring_size = lq_ring_size();
 		lq_shared->nslots = MaxBackends;
 		lq_shared->next_arrival = 1;
+		pg_atomic_init_u64(&lq_shared->token_high, 0);
 		pg_atomic_init_u64(&lq_shared->holders, 0);
 		pg_atomic_init_u64(&lq_shared->waiters, 0);
 		pg_atomic_init_u64(&lq_shared->clock_last, 0);

@@ -1175,6 +1175,8 @@ lq_load_owner(const LqOwnerRow *row, void *arg)
 	lock->owner = lq_strdup(row->owner);
 	lock->channel = lq_strdup(row->channel);
 	lock->token = row->token;
+	if ((uint64) row->token > pg_atomic_read_u64(&lq_shared->token_high))
+		pg_atomic_write_u64(&lq_shared->token_high, (uint64) row->token);
 	lock->ttl = row->ttl;
 	lock->acquired = row->acquired;
 	lock->expires = row->expires;

@@ -207,10 +207,49 @@ lq_text(const char *s)
 	return PointerGetDatum(cstring_to_text(s));
 }
 
+/*
+ * lq_store_next_token draws the next fencing token.  It also keeps the
+ * high-water mark in shared memory (see lq_store_token_floor).
+ */
 int64
 lq_store_next_token(void)
 {
-	return nextval_internal(lq_token_seq, false);
+	int64		token = nextval_internal(lq_token_seq, false);
+	uint64		high = pg_atomic_read_u64(&lq_shared->token_high);
+
+	while ((uint64) token > high &&
+		   !pg_atomic_compare_exchange_u64(&lq_shared->token_high, &high,
+										   (uint64) token))
+		;
+	return token;
+}
+
+/*
+ * lq_store_token_floor makes sure the token sequence continues above every
+ * token handed out in this shared-memory lifetime: after the extension was
+ * dropped and created again, its new sequence would start at 1.  Runs at
+ * every state load; a no-op unless the sequence is behind.
+ */
+void
+lq_store_token_floor(void)
+{
+	int64		high = (int64) pg_atomic_read_u64(&lq_shared->token_high);
+	bool		isnull;
+	Datum		d;
+	int			rc;
+	int64		next;
+
+	if (high == 0)
+		return;
+	rc = SPI_execute("SELECT last_value + is_called::int FROM lockq.token_seq",
+					 true, 1);
+	if (rc != SPI_OK_SELECT || SPI_processed != 1)
+		elog(ERROR, "could not read lockq.token_seq");
+	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	next = isnull ? 0 : DatumGetInt64(d);
+	if (next <= high)
+		DirectFunctionCall2(setval_oid, ObjectIdGetDatum(lq_token_seq),
+							Int64GetDatum(high));
 }
 
 void

@@ -60,6 +60,7 @@ extern bool lq_store_installed(Oid *extoid);
 extern void lq_store_prepare(void);
 extern void lq_store_forget(void);
 extern int64 lq_store_next_token(void);
+extern void lq_store_token_floor(void);
 extern void lq_store_owner_insert(const LqOwnerRow *row);
 extern LqEndResult lq_store_owner_end(const char *lock_id, int64 token);
 extern void lq_store_owner_set_expires(const char *lock_id, int64 token,

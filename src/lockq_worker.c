@@ -553,18 +553,15 @@ lq_batch_failed(MemoryContext ccxt)
 }
 
 /*
- * lq_check_extension raises if the extension was dropped or recreated
- * since the state was loaded.
+ * lq_extension_changed tells whether the extension was dropped or created
+ * again since the state was loaded; then the state must be loaded anew.
  */
-static void
-lq_check_extension(void)
+static bool
+lq_extension_changed(void)
 {
 	Oid			extoid;
 
-	if (!lq_store_installed(&extoid) || extoid != lq_ext_oid)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("lockq extension changed, reloading")));
+	return !lq_store_installed(&extoid) || extoid != lq_ext_oid;
 }
 
 /*
@@ -624,6 +621,7 @@ lq_recover(void)
 				lq_need_sync = true;
 			}
 			lq_state_load(now);
+			lq_store_token_floor();
 			if (!lq_careful)
 			{
 				List	   *slots = lq_slots_in_flight();
@@ -683,7 +681,8 @@ lq_careful_step(void)
 		lq_begin_batch();
 		PG_TRY();
 		{
-			lq_check_extension();
+			if (lq_extension_changed())
+				elog(ERROR, "lockq extension changed during recovery");
 			lq_handle_slot(slotno, lq_clock_peek());
 			lq_commit_batch();
 		}
@@ -723,6 +722,7 @@ lq_batch(void)
 	List	   *slots = NIL;
 	ListCell   *lc;
 	volatile bool failed = false;
+	volatile bool changed = false;
 	ErrorData  *edata = NULL;
 
 	n = lq_ring_drain(lq_ring_buf, lockq_batch_size, &overflow);
@@ -751,20 +751,24 @@ lq_batch(void)
 	lq_begin_batch();
 	PG_TRY();
 	{
-		lq_check_extension();
-		if (now + LQ_CLOCK_MARGIN_US > lq_clock_ceiling())
-			lq_clock_extend(now);
-		/* deadlines that passed before these requests came go first */
-		lq_state_run_timers(now);
-		foreach(lc, slots)
-			lq_handle_slot(lfirst_int(lc), now);
-		lq_state_run_timers(now);
-		if (lq_state_has_deferred())
+		if (lq_extension_changed())
+			changed = true;
+		else
 		{
-			lq_state_retry_deferred(now);
-			lq_last_deferred_retry = now;
+			if (now + LQ_CLOCK_MARGIN_US > lq_clock_ceiling())
+				lq_clock_extend(now);
+			/* deadlines that passed before these requests came go first */
+			lq_state_run_timers(now);
+			foreach(lc, slots)
+				lq_handle_slot(lfirst_int(lc), now);
+			lq_state_run_timers(now);
+			if (lq_state_has_deferred())
+			{
+				lq_state_retry_deferred(now);
+				lq_last_deferred_retry = now;
+			}
+			lq_commit_batch();
 		}
-		lq_commit_batch();
 	}
 	PG_CATCH();
 	{
@@ -774,6 +778,20 @@ lq_batch(void)
 	PG_END_TRY();
 
 	list_free(slots);
+	if (changed)
+	{
+		/*
+		 * Dropped or created again: load the state anew.  The requests
+		 * drained here are still PENDING in their slots and will be found
+		 * by the recovery scan.
+		 */
+		AbortCurrentTransaction();
+		lq_discard_batch();
+		pgstat_report_activity(STATE_IDLE, NULL);
+		ereport(LOG, (errmsg("lockq extension changed, reloading the lock state")));
+		lq_need_recover = true;
+		return false;
+	}
 	if (failed)
 	{
 		FreeErrorData(edata);
