@@ -14,7 +14,7 @@ OBJS = src/lockq.o src/lockq_api.o src/lockq_clock.o src/lockq_shmem.o \
 DATA = $(wildcard sql/lockq--*.sql)
 PGFILEDESC = "lockq - fair, durable, lease-based locks"
 
-REGRESS = lockq_basic lockq_errors lockq_client lockq_views
+REGRESS = lockq_setup lockq_basic lockq_errors lockq_client lockq_views
 REGRESS_OPTS = --temp-instance=./tmp_check --temp-config=test/regress.conf
 
 ISOLATION = lockq_try lockq_release lockq_reentrant lockq_holds lockq_wait

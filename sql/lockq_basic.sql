@@ -1,16 +1,6 @@
 --
 -- lockq_basic: single-session semantics of every function.
 --
-CREATE EXTENSION lockq;
-
--- Errors are shown as SQLSTATE: message, without LOCATION lines.
-CREATE FUNCTION pg_temp.err(q text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-	EXECUTE q;
-	RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-	RETURN SQLSTATE || ': ' || SQLERRM;
-END $$;
 
 -- The clock: microseconds since the Unix epoch, close to the wall clock on
 -- a fresh cluster, and strictly increasing.
@@ -35,7 +25,7 @@ SELECT lockq_get('a') = :tok_a AS reentrant_get;
 SELECT lockq_try('a', 'someone-else') IS NULL AS not_available;
 SELECT count(*) AS waiters FROM lockq_waiters;
 -- the session owner name cannot be used explicitly by anyone
-SELECT pg_temp.err(format('SELECT lockq_release(%L, %L)', 'a', lockq_session_owner()));
+SELECT lq_err(format('SELECT lockq_release(%L, %L)', 'a', lockq_session_owner()));
 -- release: wrong owner, wrong token, then right
 SELECT lockq_release('a', 'someone-else') AS by_other;
 SELECT lockq_release('a', NULL, :tok_a + 1000) AS wrong_token;
@@ -101,7 +91,7 @@ SELECT lockq_release('in-do', 'worker-1');
 -- Timeout: 55P03, and nothing left in the queue.
 --
 SELECT lockq_try('busy', 'holder') IS NOT NULL AS held;
-SELECT pg_temp.err($$SELECT lockq_get('busy', 'waiter', '1 minute', '50 ms')$$);
+SELECT lq_err($$SELECT lockq_get('busy', 'waiter', '1 minute', '50 ms')$$);
 SELECT count(*) AS waiters_after_timeout FROM lockq_waiters;
 SELECT timeouts >= 1 AS counted FROM lockq_stats;
 -- statement_timeout (a cancel) leaves nothing either

@@ -3,14 +3,6 @@
 -- lockq_heartbeat, lockq_cancel), in one session.  NOTIFY delivery and the
 -- heartbeat deadline are tested in TAP (t/008_client_waiters.pl).
 --
-CREATE FUNCTION pg_temp.err(q text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-	EXECUTE q;
-	RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-	RETURN SQLSTATE || ': ' || SQLERRM;
-END $$;
-
 -- free lock: granted at once
 SELECT lockq_enqueue('q', 'c0', '1 hour', 'chan_c0') AS tok0 \gset
 SELECT :tok0 > 0 AS granted_at_once;
@@ -22,7 +14,7 @@ SELECT lockq_enqueue('q', 'c1', '1 hour', 'chan_c1') IS NULL AS c1_again;
 SELECT lockq_heartbeat('q', 'c2') IS NULL AS c2_still_waiting;
 SELECT lock_id, owner, position, kind FROM lockq_waiters;
 -- a blocking get by an owner that waits as a client is refused
-SELECT pg_temp.err($$SELECT lockq_get('q', 'c1', '1 minute', '1 second')$$);
+SELECT lq_err($$SELECT lockq_get('q', 'c1', '1 minute', '1 second')$$);
 -- lockq_try does not barge in front of client waiters either
 SELECT lockq_release('q', 'c0', :tok0) AS released;
 SELECT lockq_try('q', 'newcomer') IS NULL AS no_barging;
@@ -35,7 +27,7 @@ SELECT lockq_holds('q', :tok1) AS holds;
 -- cancel a queued waiter
 SELECT lockq_cancel('q', 'c2') AS c2_cancelled;
 SELECT count(*) AS waiters FROM lockq_waiters;
-SELECT pg_temp.err($$SELECT lockq_heartbeat('q', 'c2')$$);
+SELECT lq_err($$SELECT lockq_heartbeat('q', 'c2')$$);
 -- cancel after the grant won the race: the grant is released
 SELECT lockq_enqueue('q', 'c3', '1 hour') IS NULL AS c3_queued;
 SELECT lockq_release('q', 'c1', :tok1);

@@ -3,14 +3,6 @@
 -- and changes nothing: not the tables, not the lock server's counters (the
 -- request never reaches it).
 --
-CREATE FUNCTION pg_temp.err(q text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-	EXECUTE q;
-	RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-	RETURN SQLSTATE || ': ' || SQLERRM;
-END $$;
-
 -- A lock held and a waiter queued, so that there is state to disturb.
 SELECT lockq_try('held', 'holder', '1 hour') IS NOT NULL AS held;
 SELECT lockq_enqueue('held', 'client-1', '1 hour', NULL, '1 hour') IS NULL AS queued;
@@ -20,41 +12,41 @@ CREATE TEMP TABLE before AS
 		   (SELECT string_agg(lock_id || '/' || owner || '/' || position, ',') FROM lockq_waiters) AS waiters;
 
 -- lock id
-SELECT pg_temp.err($$SELECT lockq_get(NULL)$$);
-SELECT pg_temp.err($$SELECT lockq_try('')$$);
-SELECT pg_temp.err($$SELECT lockq_try(repeat('x', 256))$$);
-SELECT pg_temp.err($$SELECT lockq_release(NULL)$$);
-SELECT pg_temp.err($$SELECT lockq_renew('')$$);
-SELECT pg_temp.err($$SELECT lockq_holds(NULL, 1)$$);
-SELECT pg_temp.err($$SELECT lockq_holds(repeat('x', 300), 1)$$);
-SELECT pg_temp.err($$SELECT lockq_enqueue(NULL, 'o')$$);
-SELECT pg_temp.err($$SELECT lockq_heartbeat('', 'o')$$);
-SELECT pg_temp.err($$SELECT lockq_cancel(repeat('é', 128), 'o')$$);
+SELECT lq_err($$SELECT lockq_get(NULL)$$);
+SELECT lq_err($$SELECT lockq_try('')$$);
+SELECT lq_err($$SELECT lockq_try(repeat('x', 256))$$);
+SELECT lq_err($$SELECT lockq_release(NULL)$$);
+SELECT lq_err($$SELECT lockq_renew('')$$);
+SELECT lq_err($$SELECT lockq_holds(NULL, 1)$$);
+SELECT lq_err($$SELECT lockq_holds(repeat('x', 300), 1)$$);
+SELECT lq_err($$SELECT lockq_enqueue(NULL, 'o')$$);
+SELECT lq_err($$SELECT lockq_heartbeat('', 'o')$$);
+SELECT lq_err($$SELECT lockq_cancel(repeat('é', 128), 'o')$$);
 -- owner
-SELECT pg_temp.err($$SELECT lockq_try('x', '')$$);
-SELECT pg_temp.err($$SELECT lockq_try('x', repeat('o', 256))$$);
-SELECT pg_temp.err($$SELECT lockq_get('x', 'session:123:456')$$);
-SELECT pg_temp.err($$SELECT lockq_enqueue('x', NULL)$$);
-SELECT pg_temp.err($$SELECT lockq_heartbeat('x', NULL)$$);
-SELECT pg_temp.err($$SELECT lockq_cancel('x', NULL)$$);
+SELECT lq_err($$SELECT lockq_try('x', '')$$);
+SELECT lq_err($$SELECT lockq_try('x', repeat('o', 256))$$);
+SELECT lq_err($$SELECT lockq_get('x', 'session:123:456')$$);
+SELECT lq_err($$SELECT lockq_enqueue('x', NULL)$$);
+SELECT lq_err($$SELECT lockq_heartbeat('x', NULL)$$);
+SELECT lq_err($$SELECT lockq_cancel('x', NULL)$$);
 -- ttl
-SELECT pg_temp.err($$SELECT lockq_get('x', 'o', NULL)$$);
-SELECT pg_temp.err($$SELECT lockq_get('x', 'o', '0')$$);
-SELECT pg_temp.err($$SELECT lockq_try('x', 'o', '-5 seconds')$$);
-SELECT pg_temp.err($$SELECT lockq_try('x', 'o', '1 day 1 second')$$);
-SELECT pg_temp.err($$SELECT lockq_try('x', 'o', '100000000 years')$$);
-SELECT pg_temp.err($$SELECT lockq_try('x', 'o', '1 day -25 hours')$$);
-SELECT pg_temp.err($$SELECT lockq_renew('held', 'holder', NULL, '0')$$);
-SELECT pg_temp.err($$SELECT lockq_enqueue('x', 'o', '2 days')$$);
+SELECT lq_err($$SELECT lockq_get('x', 'o', NULL)$$);
+SELECT lq_err($$SELECT lockq_get('x', 'o', '0')$$);
+SELECT lq_err($$SELECT lockq_try('x', 'o', '-5 seconds')$$);
+SELECT lq_err($$SELECT lockq_try('x', 'o', '1 day 1 second')$$);
+SELECT lq_err($$SELECT lockq_try('x', 'o', '100000000 years')$$);
+SELECT lq_err($$SELECT lockq_try('x', 'o', '1 day -25 hours')$$);
+SELECT lq_err($$SELECT lockq_renew('held', 'holder', NULL, '0')$$);
+SELECT lq_err($$SELECT lockq_enqueue('x', 'o', '2 days')$$);
 -- timeout
-SELECT pg_temp.err($$SELECT lockq_get('x', 'o', '1 minute', '0')$$);
-SELECT pg_temp.err($$SELECT lockq_get('x', 'o', '1 minute', '-1 second')$$);
-SELECT pg_temp.err($$SELECT lockq_get('x', 'o', '1 minute', '367 days')$$);
+SELECT lq_err($$SELECT lockq_get('x', 'o', '1 minute', '0')$$);
+SELECT lq_err($$SELECT lockq_get('x', 'o', '1 minute', '-1 second')$$);
+SELECT lq_err($$SELECT lockq_get('x', 'o', '1 minute', '367 days')$$);
 -- heartbeat and channel
-SELECT pg_temp.err($$SELECT lockq_enqueue('x', 'o', '1 minute', 'chan', '1 ms')$$);
-SELECT pg_temp.err($$SELECT lockq_enqueue('x', 'o', '1 minute', 'chan', '2 days')$$);
-SELECT pg_temp.err($$SELECT lockq_enqueue('x', 'o', '1 minute', repeat('c', 64))$$);
-SELECT pg_temp.err($$SELECT lockq_enqueue('x', 'o', '1 minute', '')$$);
+SELECT lq_err($$SELECT lockq_enqueue('x', 'o', '1 minute', 'chan', '1 ms')$$);
+SELECT lq_err($$SELECT lockq_enqueue('x', 'o', '1 minute', 'chan', '2 days')$$);
+SELECT lq_err($$SELECT lockq_enqueue('x', 'o', '1 minute', repeat('c', 64))$$);
+SELECT lq_err($$SELECT lockq_enqueue('x', 'o', '1 minute', '')$$);
 
 -- The full text of one error, with its hint.
 SELECT lockq_try('x', 'o', '2 days');
@@ -69,7 +61,7 @@ SELECT lockq_try('held', 'not-the-holder') IS NULL AS try_held;
 SELECT lockq_holds('held', 999999) AS holds_wrong_token;
 SELECT lockq_release('never-taken', 'holder') AS release_never_taken;
 SELECT lockq_cancel('held', 'not-waiting') AS cancel_not_waiting;
-SELECT pg_temp.err($$SELECT lockq_heartbeat('held', 'not-waiting')$$);
+SELECT lq_err($$SELECT lockq_heartbeat('held', 'not-waiting')$$);
 
 -- Nothing changed (the last block made requests, which is the only change).
 SELECT (SELECT string_agg(lock_id || '/' || owner || '/' || token, ',') FROM lockq_locks) = locks AS locks_unchanged,
@@ -80,10 +72,10 @@ SELECT (SELECT string_agg(lock_id || '/' || owner || '/' || token, ',') FROM loc
 -- Direct writes to the tables are not allowed for ordinary roles.
 CREATE ROLE lockq_regress_user;
 SET ROLE lockq_regress_user;
-SELECT pg_temp.err($$SELECT * FROM lockq.owners$$);
-SELECT pg_temp.err($$DELETE FROM lockq.queue$$);
-SELECT pg_temp.err($$SELECT nextval('lockq.token_seq')$$);
-SELECT pg_temp.err($$SELECT lockq_force_release('held')$$);
+SELECT lq_err($$SELECT * FROM lockq.owners$$);
+SELECT lq_err($$DELETE FROM lockq.queue$$);
+SELECT lq_err($$SELECT nextval('lockq.token_seq')$$);
+SELECT lq_err($$SELECT lockq_force_release('held')$$);
 SELECT count(*) AS visible_locks FROM lockq_locks;
 SELECT lockq_try('role-lock', 'r1') IS NOT NULL AS can_take_locks;
 SELECT role FROM lockq_locks WHERE lock_id = 'role-lock';

@@ -1,0 +1,14 @@
+--
+-- lockq_setup: runs first.  Creates the extension and a helper that shows
+-- an error as "SQLSTATE: message" (without LOCATION lines), so that the
+-- other tests can assert both.
+--
+CREATE EXTENSION lockq;
+CREATE FUNCTION lq_err(q text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+	EXECUTE q;
+	RETURN 'ok';
+EXCEPTION WHEN OTHERS THEN
+	RETURN SQLSTATE || ': ' || SQLERRM;
+END $$;
+SELECT lq_err('SELECT 1/0');
