@@ -54,7 +54,6 @@
 #define LQ_SCHEMA			"lockq"
 #define LQ_OWNERS_TABLE		"owners"
 #define LQ_OWNERS_PKEY		"owners_pkey"
-#define LQ_QUEUE_TABLE		"queue"
 #define LQ_TOKEN_SEQ		"token_seq"
 #define LQ_CLOCK_SEQ		"clock_seq"
 
@@ -171,7 +170,6 @@ typedef struct LqShared
 	slock_t		mutex;			/* protects worker fields and the ring */
 	int			worker_pid;
 	int			worker_procno;
-	uint32		worker_generation;
 	bool		ring_overflow;	/* ring was full: worker must scan slots */
 	uint64		next_arrival;
 	uint64		ring_head;		/* next entry the worker reads */
@@ -215,15 +213,12 @@ extern void lq_shmem_init_hooks(void);
 extern void lq_ring_push(int slotno);
 extern int	lq_ring_drain(int *out, int max, bool *overflow);
 extern void lq_wake_worker(void);
-extern void lq_wake_slot(int slotno);
 extern void lq_stat_add(LqStat stat, uint64 n);
 
 /* lockq_clock.c */
-extern int64 lq_monotonic_us(void);
 extern int64 lq_wall_us(void);
 extern int64 lq_clock_peek(void);
 extern bool lq_clock_next(int64 limit, int64 *result);
-extern int64 lq_clock_now_backend(void);
 
 /* lockq_api.c */
 extern void lq_check_available(void);

@@ -44,7 +44,7 @@
 
 PG_FUNCTION_INFO_V1(lockq_now);
 
-int64
+static int64
 lq_monotonic_us(void)
 {
 	struct timespec ts;
@@ -202,7 +202,7 @@ lq_clock_publish_ceiling(int64 ceiling)
  * published ceiling is too close (or the clock is not set up yet) it asks the
  * worker to extend it and tries again; that round trip is the rare path.
  */
-int64
+static int64
 lq_clock_now_backend(void)
 {
 	int64		v;

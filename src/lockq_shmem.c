@@ -206,22 +206,6 @@ lq_wake_worker(void)
 		SetLatch(&ProcGlobal->allProcs[procno].procLatch);
 }
 
-/*
- * lq_wake_slot sets the latch of the backend that owns a slot.
- */
-void
-lq_wake_slot(int slotno)
-{
-	int			procno;
-
-	SpinLockAcquire(&lq_slots[slotno].mutex);
-	procno = lq_slots[slotno].pgprocno;
-	SpinLockRelease(&lq_slots[slotno].mutex);
-
-	if (procno >= 0)
-		SetLatch(&ProcGlobal->allProcs[procno].procLatch);
-}
-
 void
 lq_stat_add(LqStat stat, uint64 n)
 {

@@ -110,6 +110,8 @@ static const LqPlanDef lq_plan_defs[LQP_COUNT] = {
 };
 
 static SPIPlanPtr lq_plans[LQP_COUNT];
+
+static void lq_store_forget(void);
 static Oid	lq_token_seq = InvalidOid;
 static Oid	lq_clock_seq = InvalidOid;
 
@@ -168,7 +170,7 @@ lq_store_prepare(void)
 /*
  * lq_store_forget drops the prepared plans (the extension went away).
  */
-void
+static void
 lq_store_forget(void)
 {
 	int			i;

@@ -58,7 +58,6 @@ typedef void (*lq_queue_cb) (const LqQueueRow *row, void *arg);
 /* Worker side; all need an open transaction and SPI connection. */
 extern bool lq_store_installed(Oid *extoid);
 extern void lq_store_prepare(void);
-extern void lq_store_forget(void);
 extern int64 lq_store_next_token(void);
 extern void lq_store_token_floor(void);
 extern void lq_store_owner_insert(const LqOwnerRow *row);

@@ -924,7 +924,6 @@ lockq_worker_main(Datum main_arg)
 	SpinLockAcquire(&lq_shared->mutex);
 	lq_shared->worker_pid = MyProcPid;
 	lq_shared->worker_procno = MyProc->pgprocno;
-	lq_shared->worker_generation++;
 	SpinLockRelease(&lq_shared->mutex);
 	before_shmem_exit(lq_worker_detach, (Datum) 0);
 	lq_stat_add(LQ_STAT_WORKER_STARTS, 1);
