@@ -1,6 +1,7 @@
 # lockq: fair, durable, lease-based distributed locks inside PostgreSQL.
 #
-#   make / make install     build and install the extension (PGXS)
+#   make / make install     build and install the extension (PGXS) and the
+#                           client library and CLI (client/, into PREFIX)
 #   make installcheck       regress, isolation and TAP tests, each against
 #                           its own temporary cluster (run as a non-root user)
 #   make test               everything, from a fresh Debian 12 machine as
@@ -43,7 +44,19 @@ $(OBJS): $(wildcard src/*.h)
 # (Makefile.global resets PROVE_FLAGS, so this comes after the include)
 PROVE_FLAGS += -I test/perl
 
-.PHONY: test run check-regress check-isolation check-tap
+.PHONY: test run check-regress check-isolation check-tap client \
+	install-client clean-client
+
+# The client library and the lockq CLI (client/).
+all: client
+client:
+	$(MAKE) -C client PG_CONFIG=$(PG_CONFIG) check-build
+install: install-client
+install-client: client
+	$(MAKE) -C client PG_CONFIG=$(PG_CONFIG) install
+clean: clean-client
+clean-client:
+	$(MAKE) -C client clean
 
 test:
 	./test/run-tests.sh

@@ -1,0 +1,671 @@
+/*-------------------------------------------------------------------------
+ *
+ * lockqc_test.c
+ *		Tests of liblockq against a real lockq server.
+ *
+ *	lockqc_test SCENARIO CONNINFO
+ *
+ * Prints "ok - ..." / "not ok - ..." lines (relayed as TAP assertions by
+ * test/t/010_client_lib.pl) and exits 0 when all passed.  Some scenarios
+ * coordinate with the TAP script through stdout ("READY") and stdin.
+ *
+ * Copyright (c) 2026, lockq developers
+ *
+ * IDENTIFICATION
+ *		client/test/lockqc_test.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#define _GNU_SOURCE
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <libpq-fe.h>
+
+#include "lockq_client.h"
+#include "lockq_client_int.h"
+
+static const char *conninfo;
+static int	failures = 0;
+
+static void
+check(bool cond, const char *fmt,...)
+{
+	va_list		ap;
+
+	printf("%s - ", cond ? "ok" : "not ok");
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	printf("\n");
+	fflush(stdout);
+	if (!cond)
+		failures++;
+}
+
+static int64_t
+now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void
+sleep_ms(int ms)
+{
+	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+
+	nanosleep(&ts, NULL);
+}
+
+/* A plain libpq connection for checks from "the outside". */
+static PGconn *
+monitor(void)
+{
+	PGconn	   *pg = PQconnectdb(conninfo);
+
+	if (PQstatus(pg) != CONNECTION_OK)
+	{
+		fprintf(stderr, "monitor: %s", PQerrorMessage(pg));
+		exit(2);
+	}
+	return pg;
+}
+
+/* Runs sql with up to 3 text parameters; returns the first value (static). */
+static const char *
+q(PGconn *pg, const char *sql, const char *p1, const char *p2, const char *p3)
+{
+	static char buf[1024];
+	const char *params[3] = {p1, p2, p3};
+	int			n = p3 ? 3 : p2 ? 2 : p1 ? 1 : 0;
+	PGresult   *res = PQexecParams(pg, sql, n, NULL, params, NULL, NULL, 0);
+
+	if (PQresultStatus(res) != PGRES_TUPLES_OK)
+	{
+		snprintf(buf, sizeof(buf), "ERROR: %s", PQresultErrorMessage(res));
+		PQclear(res);
+		return buf;
+	}
+	snprintf(buf, sizeof(buf), "%s",
+			 PQntuples(res) > 0 && !PQgetisnull(res, 0, 0) ? PQgetvalue(res, 0, 0) : "");
+	PQclear(res);
+	return buf;
+}
+
+static int
+count_waiters(PGconn *pg, const char *lock)
+{
+	return atoi(q(pg, "SELECT count(*) FROM lockq_waiters WHERE lock_id = $1", lock, NULL, NULL));
+}
+
+/* wait_until polls a monitor query until it returns want (10 s at most). */
+static bool
+wait_until(PGconn *pg, const char *sql, const char *p1, const char *want)
+{
+	int64_t		end = now_ms() + 10000;
+
+	while (now_ms() < end)
+	{
+		if (strcmp(q(pg, sql, p1, NULL, NULL), want) == 0)
+			return true;
+		sleep_ms(10);
+	}
+	return false;
+}
+
+/* The library's connections say who they are, for the checks. */
+static lockqc_conn *
+connect_or_die(void)
+{
+	char	   *err = NULL;
+	char		ci[1024];
+	lockqc_conn *c;
+
+	snprintf(ci, sizeof(ci), "%s application_name=lockqc_test", conninfo);
+	c = lockqc_connect(ci, &err);
+
+	if (c == NULL)
+	{
+		fprintf(stderr, "connect: %s\n", err ? err : "?");
+		free(err);
+		exit(2);
+	}
+	return c;
+}
+
+/* ---------------------------------------------------------------------- */
+
+static void
+scenario_basic(void)
+{
+	lockqc_conn *c = connect_or_die();
+	lockqc_handle *h = NULL;
+	lockqc_handle *h2 = NULL;
+	lockqc_opts o;
+	PGconn	   *m = monitor();
+	char		tok[32];
+	int64_t		ms;
+	char	   *err = NULL;
+	lockqc_notice nt;
+
+	check(lockqc_trylock(c, "b", NULL, &h) == LOCKQC_OK, "trylock on a free lock");
+	check(lockqc_held(h), "held after trylock");
+	check(lockqc_token(h) > 0, "token %" PRId64, lockqc_token(h));
+	check(strchr(lockqc_owner(h), ':') != NULL, "default owner is host:pid:thread:random (%s)", lockqc_owner(h));
+	snprintf(tok, sizeof(tok), "%" PRId64, lockqc_token(h));
+	check(strcmp(q(m, "SELECT owner FROM lockq_locks WHERE lock_id = 'b'", NULL, NULL, NULL),
+				 lockqc_owner(h)) == 0, "the server shows the owner");
+	check(strcmp(q(m, "SELECT lockq_holds('b', $1)", tok, NULL, NULL), "t") == 0,
+		  "the token is current on the server");
+	check(lockqc_trylock(c, "b", NULL, &h2) == LOCKQC_NOT_AVAILABLE && h2 == NULL,
+		  "a second handle (another owner) cannot take it");
+	lockqc_opts_init(&o);
+	o.timeout_ms = 200;
+	check(lockqc_lock(c, "b", &o, &h2) == LOCKQC_TIMEOUT && h2 == NULL,
+		  "a default owner is per handle: no re-entrancy, the wait times out");
+	check(count_waiters(m, "b") == 0, "the timed-out wait left nothing in the queue");
+	check(lockqc_unlock(h) == LOCKQC_OK, "unlock");
+	check(strcmp(q(m, "SELECT count(*) FROM lockq_locks", NULL, NULL, NULL), "0") == 0,
+		  "nothing held on the server");
+
+	/* an explicit owner is re-entrant, across handles */
+	o.owner = "svc-1";
+	check(lockqc_lock(c, "r", &o, &h) == LOCKQC_OK, "lock with explicit owner");
+	check(lockqc_lock(c, "r", &o, &h2) == LOCKQC_OK &&
+		  lockqc_token(h2) == lockqc_token(h), "same owner again: same token");
+	check(lockqc_unlock(h2) == LOCKQC_OK, "one unlock releases the grant");
+	check(lockqc_unlock(h) == LOCKQC_LOST, "unlocking it again reports the lease as lost");
+
+	/* bad arguments */
+	check(lockqc_lock(c, "", NULL, &h) == LOCKQC_EINVAL, "empty lock id rejected");
+	check(strlen(lockqc_errmsg(c)) > 0, "with a message: %s", lockqc_errmsg(c));
+	o.owner = "";
+	check(lockqc_trylock(c, "x", &o, &h) == LOCKQC_EINVAL, "empty owner rejected");
+	o.owner = "session:1:2";
+	check(lockqc_trylock(c, "x", &o, &h) == LOCKQC_ERROR, "reserved owner rejected by the server");
+	check(strstr(lockqc_errmsg(c), "reserved") != NULL, "message: %s", lockqc_errmsg(c));
+	check(lockqc_lock(NULL, "x", NULL, &h) == LOCKQC_EINVAL, "NULL connection rejected");
+
+	/* parsing */
+	check(lockqc_parse_duration("500ms", &ms) == 0 && ms == 500, "500ms");
+	check(lockqc_parse_duration("1.5s", &ms) == 0 && ms == 1500, "1.5s");
+	check(lockqc_parse_duration("5m", &ms) == 0 && ms == 300000, "5m");
+	check(lockqc_parse_duration("2", &ms) == 0 && ms == 2000, "bare number is seconds");
+	check(lockqc_parse_duration("-1s", &ms) < 0 && lockqc_parse_duration("1x", &ms) < 0 &&
+		  lockqc_parse_duration("", &ms) < 0 && lockqc_parse_duration("s", &ms) < 0,
+		  "bad durations rejected");
+	check(lockqc_parse_notice("grant 42 3 a b owner x", &nt) == 0 && nt.event == LOCKQC_EV_GRANT &&
+		  nt.token == 42 && nt.lock_len == 3 && memcmp(nt.lock_id, "a b", 3) == 0 &&
+		  strcmp(nt.owner, "owner x") == 0, "notice payload with spaces parsed");
+	check(lockqc_parse_notice("grant 42 99 ab c", &nt) < 0 &&
+		  lockqc_parse_notice("steal 1 1 a b", &nt) < 0 &&
+		  lockqc_parse_notice("lost x 1 a b", &nt) < 0, "bad payloads rejected");
+
+	check(lockqc_connect("host=/nonexistent/socket", &err) == NULL && err != NULL,
+		  "connect failure reported: %s", err ? strtok(err, "\n") : "");
+	free(err);
+
+	lockqc_disconnect(c);
+	PQfinish(m);
+}
+
+/* FIFO across library waiters (one shared connection) and SQL waiters. */
+typedef struct fifo_arg
+{
+	lockqc_conn *c;
+	const char *name;
+	bool		sql;
+} fifo_arg;
+
+static pthread_mutex_t order_mu = PTHREAD_MUTEX_INITIALIZER;
+static char order[256];
+
+static void *
+fifo_waiter(void *p)
+{
+	fifo_arg   *a = p;
+
+	if (a->sql)
+	{
+		PGconn	   *pg = monitor();
+		char		tok[64];
+
+		snprintf(tok, sizeof(tok), "%s", q(pg, "SELECT lockq_get('F', $1, '1 minute')", a->name, NULL, NULL));
+		pthread_mutex_lock(&order_mu);
+		strcat(order, a->name);
+		strcat(order, " ");
+		pthread_mutex_unlock(&order_mu);
+		q(pg, "SELECT lockq_release('F', $1)", a->name, NULL, NULL);
+		PQfinish(pg);
+	}
+	else
+	{
+		lockqc_opts o;
+		lockqc_handle *h;
+
+		lockqc_opts_init(&o);
+		o.owner = a->name;
+		if (lockqc_lock(a->c, "F", &o, &h) != LOCKQC_OK)
+			return NULL;
+		pthread_mutex_lock(&order_mu);
+		strcat(order, a->name);
+		strcat(order, " ");
+		pthread_mutex_unlock(&order_mu);
+		lockqc_unlock(h);
+	}
+	return NULL;
+}
+
+static void
+scenario_fifo(void)
+{
+	lockqc_conn *c = connect_or_die();
+	PGconn	   *m = monitor();
+	fifo_arg	args[] = {
+		{c, "lib-1", false}, {c, "sql-2", true}, {c, "lib-3", false},
+		{c, "lib-4", false}, {c, "sql-5", true}, {c, "lib-6", false}
+	};
+	pthread_t	th[6];
+	int			i;
+
+	q(m, "SELECT lockq_try('F', 'holder', '1 minute')", NULL, NULL, NULL);
+	for (i = 0; i < 6; i++)
+	{
+		char		n[8];
+
+		pthread_create(&th[i], NULL, fifo_waiter, &args[i]);
+		snprintf(n, sizeof(n), "%d", i + 1);
+		check(wait_until(m, "SELECT count(*)::text FROM lockq_waiters WHERE lock_id = 'F'", NULL, n),
+			  "%s queued (position %d)", args[i].name, i + 1);
+	}
+	check(strcmp(q(m, "SELECT string_agg(kind, ',' ORDER BY position) FROM lockq_waiters", NULL, NULL, NULL),
+				 "client,backend,client,client,backend,client") == 0,
+		  "library waits queue as client waiters, SQL ones as backends, one queue");
+	check(strcmp(q(m, "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'lockqc_test'", NULL, NULL, NULL), "1") == 0,
+		  "the four library waits share one connection");
+	q(m, "SELECT lockq_release('F', 'holder')", NULL, NULL, NULL);
+	for (i = 0; i < 6; i++)
+		pthread_join(th[i], NULL);
+	check(strcmp(order, "lib-1 sql-2 lib-3 lib-4 sql-5 lib-6 ") == 0,
+		  "grant order is arrival order: %s", order);
+	lockqc_disconnect(c);
+	PQfinish(m);
+}
+
+static void
+scenario_timeout(void)
+{
+	lockqc_conn *c = connect_or_die();
+	PGconn	   *m = monitor();
+	lockqc_opts o;
+	lockqc_handle *h;
+	int64_t		t0;
+	int			rc;
+
+	q(m, "SELECT lockq_try('T', 'holder', '1 minute')", NULL, NULL, NULL);
+	lockqc_opts_init(&o);
+	o.timeout_ms = 300;
+	t0 = now_ms();
+	rc = lockqc_lock(c, "T", &o, &h);
+	check(rc == LOCKQC_TIMEOUT, "lock times out (%s)", lockqc_status_str(rc));
+	check(now_ms() - t0 >= 300 && now_ms() - t0 < 2000, "after about the timeout (%" PRId64 " ms)", now_ms() - t0);
+	check(count_waiters(m, "T") == 0, "no queue entry left");
+	check(lockqc_trylock(c, "T", NULL, &h) == LOCKQC_NOT_AVAILABLE, "trylock: not available");
+	q(m, "SELECT lockq_release('T', 'holder')", NULL, NULL, NULL);
+	check(lockqc_trylock(c, "T", NULL, &h) == LOCKQC_OK, "trylock after release");
+	lockqc_unlock(h);
+	lockqc_disconnect(c);
+	PQfinish(m);
+}
+
+static volatile sig_atomic_t cancel_flag = 0;
+
+static void *
+cancel_later(void *p)
+{
+	sleep_ms(300);
+	cancel_flag = 1;
+	lockqc_wakeup((lockqc_conn *) p);
+	return NULL;
+}
+
+static void
+scenario_cancel(void)
+{
+	lockqc_conn *c = connect_or_die();
+	PGconn	   *m = monitor();
+	lockqc_opts o;
+	lockqc_handle *h;
+	pthread_t	th;
+	int64_t		t0 = now_ms();
+	int			rc;
+
+	q(m, "SELECT lockq_try('C', 'holder', '1 minute')", NULL, NULL, NULL);
+	lockqc_opts_init(&o);
+	o.cancel = &cancel_flag;
+	pthread_create(&th, NULL, cancel_later, c);
+	rc = lockqc_lock(c, "C", &o, &h);
+	pthread_join(th, NULL);
+	check(rc == LOCKQC_CANCELLED, "the cancel flag ends the wait (%s)", lockqc_status_str(rc));
+	check(now_ms() - t0 < 2000, "promptly (%" PRId64 " ms)", now_ms() - t0);
+	check(count_waiters(m, "C") == 0, "no queue entry left");
+	q(m, "SELECT lockq_release('C', 'holder')", NULL, NULL, NULL);
+	lockqc_disconnect(c);
+	PQfinish(m);
+}
+
+static void
+scenario_watchdog(void)
+{
+	lockqc_conn *c = connect_or_die();
+	PGconn	   *m = monitor();
+	lockqc_opts o;
+	lockqc_handle *h;
+	int64_t		end;
+	bool		always = true;
+	char		tok[32];
+	int			renewals_before = atoi(q(m, "SELECT renewals FROM lockq_stats", NULL, NULL, NULL));
+
+	lockqc_opts_init(&o);
+	o.ttl_ms = 1000;
+	check(lockqc_lock(c, "W", &o, &h) == LOCKQC_OK, "lock with a 1 s ttl");
+	snprintf(tok, sizeof(tok), "%" PRId64, lockqc_token(h));
+	end = now_ms() + 10000;
+	while (now_ms() < end)
+	{
+		if (!lockqc_held(h))
+			always = false;
+		sleep_ms(50);
+	}
+	check(always, "held for 10 s without a gap");
+	check(strcmp(q(m, "SELECT lockq_holds('W', $1)", tok, NULL, NULL), "t") == 0,
+		  "and the server agrees, same token");
+	check(atoi(q(m, "SELECT renewals FROM lockq_stats", NULL, NULL, NULL)) - renewals_before >= 20,
+		  "renewed about every third of the ttl");
+	check(lockqc_unlock(h) == LOCKQC_OK, "unlock");
+	lockqc_disconnect(c);
+	PQfinish(m);
+}
+
+static _Atomic int64_t lost_at = 0;
+
+static void
+record_lost(lockqc_handle *h, void *arg)
+{
+	atomic_store(&lost_at, now_ms());
+}
+
+static void
+scenario_lost_admin(void)
+{
+	lockqc_conn *c = connect_or_die();
+	PGconn	   *m = monitor();
+	lockqc_opts o;
+	lockqc_handle *h;
+	int64_t		t0;
+
+	lockqc_opts_init(&o);
+	o.ttl_ms = 30000;
+	o.on_lost = record_lost;
+	check(lockqc_lock(c, "A", &o, &h) == LOCKQC_OK, "lock with a 30 s ttl");
+	t0 = now_ms();
+	check(strcmp(q(m, "SELECT lockq_force_release('A')", NULL, NULL, NULL), "t") == 0,
+		  "an administrator removes the grant");
+	while (atomic_load(&lost_at) == 0 && now_ms() - t0 < 10000)
+		sleep_ms(10);
+	check(atomic_load(&lost_at) != 0, "the lost-lease callback fired");
+	check(atomic_load(&lost_at) - t0 < 2000, "within %" PRId64 " ms (told by NOTIFY, not the 30 s lease)",
+		  atomic_load(&lost_at) - t0);
+	check(!lockqc_held(h), "lockqc_held is false");
+	check(lockqc_unlock(h) == LOCKQC_LOST, "unlock reports the loss");
+	lockqc_disconnect(c);
+	PQfinish(m);
+}
+
+/* The TAP script stops the server after READY. */
+static void
+scenario_lost_stop(void)
+{
+	lockqc_conn *c = connect_or_die();
+	lockqc_opts o;
+	lockqc_handle *h;
+	int64_t		t0;
+	int64_t		ready;
+	int64_t		lost;
+
+	lockqc_opts_init(&o);
+	o.ttl_ms = 2000;
+	o.on_lost = record_lost;
+	t0 = now_ms();
+	check(lockqc_lock(c, "S", &o, &h) == LOCKQC_OK, "lock with a 2 s ttl");
+	printf("READY\n");
+	fflush(stdout);
+	ready = now_ms();
+	/* the lease is renewed until the server goes; then the deadline */
+	while (atomic_load(&lost_at) == 0 && now_ms() - t0 < 30000)
+		sleep_ms(5);
+	check(atomic_load(&lost_at) != 0, "the lost-lease callback fired when renewal became impossible");
+	check(!lockqc_held(h), "lockqc_held is false");
+
+	/*
+	 * The server goes right after READY.  The last confirmed renewal was
+	 * sent less than a ttl before that, so the local deadline, and the
+	 * callback with it, comes less than a ttl after it (plus the time the
+	 * stop takes).
+	 */
+	lost = atomic_load(&lost_at);
+	check(lost - ready <= 2000 + 1000,
+		  "within one ttl of the server going away (%" PRId64 " ms after READY)", lost - ready);
+	check(lost - t0 >= 2000, "not before the first lease could end (%" PRId64 " ms)", lost - t0);
+	lockqc_unlock(h);
+	lockqc_disconnect(c);
+}
+
+/* lockqc_held must never be true after the deadline: sample it closely. */
+static void
+scenario_deadline(void)
+{
+	lockqc_conn *c = connect_or_die();
+	lockqc_opts o;
+	lockqc_handle *h;
+	int64_t		before;
+	int64_t		after;
+	int64_t		last_true = 0;
+	int64_t		cb;
+
+	lockqc_opts_init(&o);
+	o.ttl_ms = 1000;
+	o.auto_renew = false;
+	o.on_lost = record_lost;
+	/*
+	 * The library counts the lease from when it sent the request, which is
+	 * between before and after: the deadline is in [before, after] + ttl.
+	 */
+	before = now_ms();
+	check(lockqc_trylock(c, "D", &o, &h) == LOCKQC_OK, "trylock without auto-renew, 1 s ttl");
+	after = now_ms();
+	while (now_ms() - before < 2000)
+	{
+		if (lockqc_held(h))
+			last_true = now_ms();
+	}
+	cb = atomic_load(&lost_at);
+	check(last_true >= before + 990 && last_true < after + 1000,
+		  "held until, and not after, the local deadline (last true %" PRId64 " ms after the request)",
+		  last_true - before);
+	check(cb >= before + 1000 && cb <= after + 1000 + 50,
+		  "the callback fired at the deadline (%" PRId64 " ms after the request)", cb - before);
+	lockqc_unlock(h);
+	lockqc_disconnect(c);
+}
+
+/* Threads sharing one connection, with a critical-section check. */
+typedef struct thr_arg
+{
+	lockqc_conn *c;
+	int			cycles;
+} thr_arg;
+
+static _Atomic int inside = 0;
+static _Atomic int overlaps = 0;
+static _Atomic int done_cycles = 0;
+
+static void *
+thr_main(void *p)
+{
+	thr_arg    *a = p;
+	int			i;
+
+	for (i = 0; i < a->cycles; i++)
+	{
+		lockqc_handle *h;
+
+		if (lockqc_lock(a->c, "shared", NULL, &h) != LOCKQC_OK)
+			continue;
+		if (atomic_fetch_add(&inside, 1) != 0)
+			atomic_fetch_add(&overlaps, 1);
+		sleep_ms(1);
+		atomic_fetch_sub(&inside, 1);
+		if (lockqc_unlock(h) == LOCKQC_OK)
+			atomic_fetch_add(&done_cycles, 1);
+	}
+	return NULL;
+}
+
+static void
+scenario_threads(void)
+{
+	lockqc_conn *c = connect_or_die();
+	enum
+	{
+		NTHREADS = 8, CYCLES = 40
+	};
+	pthread_t	th[NTHREADS];
+	thr_arg		a = {c, CYCLES};
+	int			i;
+
+	for (i = 0; i < NTHREADS; i++)
+		pthread_create(&th[i], NULL, thr_main, &a);
+	for (i = 0; i < NTHREADS; i++)
+		pthread_join(th[i], NULL);
+	check(atomic_load(&done_cycles) == NTHREADS * CYCLES, "%d of %d lock/unlock cycles done",
+		  atomic_load(&done_cycles), NTHREADS * CYCLES);
+	check(atomic_load(&overlaps) == 0, "no two threads were ever inside at once");
+	lockqc_disconnect(c);
+}
+
+/* The TAP script restarts the server after READY and writes a line. */
+typedef struct rw_arg
+{
+	lockqc_conn *c;
+	int			rc;
+	int64_t		token;
+} rw_arg;
+
+static void *
+reconnect_waiter(void *p)
+{
+	rw_arg	   *a = p;
+	lockqc_opts o;
+	lockqc_handle *h;
+
+	lockqc_opts_init(&o);
+	o.heartbeat_ms = 20000;
+	a->rc = lockqc_lock(a->c, "RW", &o, &h);
+	if (a->rc == LOCKQC_OK)
+	{
+		a->token = lockqc_token(h);
+		lockqc_unlock(h);
+	}
+	return NULL;
+}
+
+static void
+scenario_reconnect(void)
+{
+	lockqc_conn *c = connect_or_die();
+	PGconn	   *m = monitor();
+	lockqc_opts o;
+	lockqc_handle *h;
+	pthread_t	th;
+	rw_arg		a = {c, -99, 0};
+	char		tok[32];
+	char		line[64];
+
+	lockqc_opts_init(&o);
+	o.ttl_ms = 30000;
+	check(lockqc_lock(c, "RC", &o, &h) == LOCKQC_OK, "holding a lock before the restart");
+	snprintf(tok, sizeof(tok), "%" PRId64, lockqc_token(h));
+	q(m, "SELECT lockq_try('RW', 'sql-owner', '1 hour')", NULL, NULL, NULL);
+	pthread_create(&th, NULL, reconnect_waiter, &a);
+	check(wait_until(m, "SELECT count(*)::text FROM lockq_waiters WHERE lock_id = $1", "RW", "1"),
+		  "and waiting for another");
+	PQfinish(m);
+	printf("READY\n");
+	fflush(stdout);
+	if (fgets(line, sizeof(line), stdin) == NULL)
+		return;
+
+	m = monitor();
+	check(wait_until(m, "SELECT lockq_holds('RC', $1)::text", tok, "true"),
+		  "after the restart the server still has our grant");
+	check(lockqc_held(h), "and we still hold it, same token %s", tok);
+	check(count_waiters(m, "RW") == 1, "the wait kept its place in the queue");
+	q(m, "SELECT lockq_release('RW', 'sql-owner')", NULL, NULL, NULL);
+	pthread_join(th, NULL);
+	check(a.rc == LOCKQC_OK && a.token > 0, "the waiter was granted after the restart (%s)",
+		  lockqc_status_str(a.rc));
+	check(lockqc_unlock(h) == LOCKQC_OK, "unlock after the restart");
+	lockqc_disconnect(c);
+	PQfinish(m);
+}
+
+int
+main(int argc, char **argv)
+{
+	const char *scenario;
+
+	if (argc != 3)
+	{
+		fprintf(stderr, "usage: %s SCENARIO CONNINFO\n", argv[0]);
+		return 2;
+	}
+	scenario = argv[1];
+	conninfo = argv[2];
+	if (strcmp(scenario, "basic") == 0)
+		scenario_basic();
+	else if (strcmp(scenario, "fifo") == 0)
+		scenario_fifo();
+	else if (strcmp(scenario, "timeout") == 0)
+		scenario_timeout();
+	else if (strcmp(scenario, "cancel") == 0)
+		scenario_cancel();
+	else if (strcmp(scenario, "watchdog") == 0)
+		scenario_watchdog();
+	else if (strcmp(scenario, "lost_admin") == 0)
+		scenario_lost_admin();
+	else if (strcmp(scenario, "lost_stop") == 0)
+		scenario_lost_stop();
+	else if (strcmp(scenario, "deadline") == 0)
+		scenario_deadline();
+	else if (strcmp(scenario, "threads") == 0)
+		scenario_threads();
+	else if (strcmp(scenario, "reconnect") == 0)
+		scenario_reconnect();
+	else
+	{
+		fprintf(stderr, "unknown scenario %s\n", scenario);
+		return 2;
+	}
+	return failures == 0 ? 0 : 1;
+}

@@ -1,0 +1,101 @@
+# liblockq against a real server: the C test program's scenarios
+# (client/test/lockqc_test.c), each "ok"/"not ok" line relayed as an
+# assertion; two scenarios where the server is stopped or restarted under a
+# held lock; and the same scenarios under valgrind's memcheck.
+use strict;
+use warnings;
+
+use IPC::Run;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use LockqTest;
+
+my $prog = "$ENV{TESTDIR}/client/test/lockqc_test";
+plan skip_all => "$prog not built" unless -x $prog;
+
+my $node = lockq_node('clientlib');
+my $connstr = $node->connstr('postgres');
+
+# relay(name, output): every "ok - x" / "not ok - x" line becomes a test.
+sub relay
+{
+	my ($name, $out) = @_;
+	my $n = 0;
+	for my $line (split /\n/, $out)
+	{
+		next unless $line =~ /^(ok|not ok) - (.*)$/;
+		ok($1 eq 'ok', "$name: $2");
+		$n++;
+	}
+	ok($n > 0, "$name: produced results");
+}
+
+sub run_scenario
+{
+	my ($scenario, @wrapper) = @_;
+	my ($out, $err) = ('', '');
+	IPC::Run::run([ @wrapper, $prog, $scenario, $connstr ],
+		'>', \$out, '2>', \$err,
+		IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default));
+	my $rc = $? >> 8;
+	return ($rc, $out, $err);
+}
+
+for my $scenario (qw(basic fifo timeout cancel deadline threads lost_admin watchdog))
+{
+	my ($rc, $out, $err) = run_scenario($scenario);
+	relay($scenario, $out);
+	is($rc, 0, "$scenario: exit status") or diag($err);
+}
+
+# --- the server stops under a held lock: the callback fires ------------------
+{
+	my ($in, $out, $err) = ('', '', '');
+	my $h = IPC::Run::start([ $prog, 'lost_stop', $connstr ],
+		'<', \$in, '>', \$out, '2>', \$err,
+		IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default));
+	$h->pump until $out =~ /READY/;
+	$node->stop('immediate');
+	$h->finish;
+	relay('lost_stop', $out);
+	is($? >> 8, 0, 'lost_stop: exit status') or diag($err);
+	$node->start;
+	$node->poll_query_until('postgres', 'SELECT worker_pid IS NOT NULL FROM lockq_stats');
+	$node->safe_psql('postgres', "SELECT lockq_force_release('S')");
+}
+
+# --- the server restarts: the library reconnects and carries on -------------
+{
+	my ($in, $out, $err) = ('', '', '');
+	my $h = IPC::Run::start([ $prog, 'reconnect', $connstr ],
+		'<', \$in, '>', \$out, '2>', \$err,
+		IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default));
+	$h->pump until $out =~ /READY/;
+	$node->restart;
+	$node->poll_query_until('postgres', 'SELECT worker_pid IS NOT NULL FROM lockq_stats');
+	$in .= "GO\n";
+	$h->finish;
+	relay('reconnect', $out);
+	is($? >> 8, 0, 'reconnect: exit status') or diag($err);
+}
+
+# --- memcheck ---------------------------------------------------------------
+SKIP:
+{
+	skip 'valgrind not installed', 1 unless system('valgrind --version >/dev/null 2>&1') == 0;
+	for my $scenario (qw(basic fifo timeout cancel threads lost_admin))
+	{
+		my ($rc, $out, $err) = run_scenario($scenario, 'valgrind', '--quiet',
+			'--error-exitcode=99', '--leak-check=full',
+			'--errors-for-leak-kinds=definite,indirect',
+			'--show-leak-kinds=definite,indirect');
+		relay("valgrind $scenario", $out);
+		is($rc, 0, "valgrind $scenario: no memory errors or leaks") or diag($err);
+	}
+}
+
+is($node->safe_psql('postgres', "SELECT holders || '/' || waiters FROM lockq_stats"),
+	'0/0', 'nothing left held or queued');
+$node->stop;
+done_testing();
