@@ -66,9 +66,14 @@ for my $scenario (qw(basic fifo timeout cancel deadline threads lost_admin watch
 }
 
 # --- the server restarts: the library reconnects and carries on -------------
+# (also with a multi-host conninfo whose first host is gone, as after a
+# failover: libpq tries the hosts in turn and takes the read-write one)
+my $multi = sprintf("host=%s/gone,%s port=%d,%d dbname=postgres target_session_attrs=read-write",
+	$node->host, $node->host, $node->port, $node->port);
+for my $ci ($connstr, $multi)
 {
 	my ($in, $out, $err) = ('', '', '');
-	my $h = IPC::Run::start([ $prog, 'reconnect', $connstr ],
+	my $h = IPC::Run::start([ $prog, 'reconnect', $ci ],
 		'<', \$in, '>', \$out, '2>', \$err,
 		IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default));
 	$h->pump until $out =~ /READY/;
@@ -76,8 +81,42 @@ for my $scenario (qw(basic fifo timeout cancel deadline threads lost_admin watch
 	$node->poll_query_until('postgres', 'SELECT worker_pid IS NOT NULL FROM lockq_stats');
 	$in .= "GO\n";
 	$h->finish;
-	relay('reconnect', $out);
-	is($? >> 8, 0, 'reconnect: exit status') or diag($err);
+	my $name = $ci eq $multi ? 'reconnect (multi-host)' : 'reconnect';
+	relay($name, $out);
+	is($? >> 8, 0, "$name: exit status") or diag($err);
+}
+
+# --- the installed library: header, pkg-config, shared object -------------
+SKIP:
+{
+	skip 'liblockq is not installed (pkg-config lockq)', 2
+	  unless system('pkg-config --exists lockq') == 0;
+	my $dir = PostgreSQL::Test::Utils::tempdir();
+	open(my $fh, '>', "$dir/uses_lockq.c") or die $!;
+	print $fh <<'C';
+#include <stdio.h>
+#include <lockq_client.h>
+int main(int argc, char **argv)
+{
+	char *err = NULL;
+	lockqc_conn *c = lockqc_connect(argv[1], &err);
+	lockqc_handle *h;
+	if (c == NULL) { fprintf(stderr, "%s", err); return 1; }
+	if (lockqc_lock(c, "installed", NULL, &h) != LOCKQC_OK) return 2;
+	printf("token %lld\n", (long long) lockqc_token(h));
+	if (lockqc_unlock(h) != LOCKQC_OK) return 3;
+	lockqc_disconnect(c);
+	return 0;
+}
+C
+	close $fh;
+	my $flags = `pkg-config --cflags --libs lockq`;
+	chomp $flags;
+	is(system("cc -o $dir/uses_lockq $dir/uses_lockq.c $flags"), 0,
+		'a program builds against the installed header and pkg-config file');
+	my ($out, $err) = ('', '');
+	IPC::Run::run([ "$dir/uses_lockq", $connstr ], '>', \$out, '2>', \$err);
+	like($out, qr/^token \d+$/, 'and runs against the installed shared library') or diag($err);
 }
 
 # --- memcheck ---------------------------------------------------------------
