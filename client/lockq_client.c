@@ -111,6 +111,7 @@ struct lockqc_handle
 	/* under c->mu */
 	int64_t		next_renew;
 	int64_t		next_heartbeat;
+	bool		notified;		/* a grant/dropped notice came: ask now */
 	bool		verify;			/* a "lost" notice came: ask the server */
 	lockqc_handle *next;
 	lockqc_handle *prev;
@@ -728,6 +729,7 @@ lqc_dispatch(lockqc_conn *c)
 				(nt.event == LOCKQC_EV_GRANT || nt.event == LOCKQC_EV_DROPPED))
 			{
 				h->next_heartbeat = 0;
+				h->notified = true;
 				poke = true;
 			}
 			else if (st == LQC_HELD && nt.event == LOCKQC_EV_LOST)
@@ -827,6 +829,19 @@ lqc_lose(lockqc_conn *c, lockqc_handle *h)
 }
 
 /*
+ * lqc_schedule_heartbeat sets the next heartbeat of a queued wait after an
+ * answer that said "still queued".  A notice that arrived while that request
+ * was in flight (lqc_exec dispatches them) must not be overwritten: then the
+ * heartbeat is due at once.
+ */
+static void
+lqc_schedule_heartbeat(lockqc_handle *h, int64_t sent)
+{
+	h->next_heartbeat = h->notified ? 0 : sent + h->heartbeat_ms / 3;
+	h->notified = false;
+}
+
+/*
  * lqc_enqueue queues h (or takes the lock at once), c->mu held.
  */
 static int
@@ -845,6 +860,7 @@ lqc_enqueue(lockqc_conn *c, lockqc_handle *h)
 	params[2] = ttl;
 	params[3] = c->channel;
 	params[4] = hb;
+	h->notified = false;
 	res = lqc_exec(c, SQL_ENQUEUE, 5, params);
 	if (res == NULL)
 		return LOCKQC_ERROR;
@@ -853,7 +869,7 @@ lqc_enqueue(lockqc_conn *c, lockqc_handle *h)
 	else
 	{
 		atomic_store(&h->state, LQC_WAITING);
-		h->next_heartbeat = sent + h->heartbeat_ms / 3;
+		lqc_schedule_heartbeat(h, sent);
 	}
 	PQclear(res);
 	return LOCKQC_OK;
@@ -868,14 +884,16 @@ lqc_heartbeat(lockqc_conn *c, lockqc_handle *h)
 {
 	const char *params[2] = {h->lock_id, h->owner};
 	int64_t		sent = lqc_now();
-	PGresult   *res = lqc_exec(c, SQL_HEARTBEAT, 2, params);
+	PGresult   *res;
 
+	h->notified = false;
+	res = lqc_exec(c, SQL_HEARTBEAT, 2, params);
 	if (res != NULL)
 	{
 		if (!PQgetisnull(res, 0, 0))
 			lqc_granted(c, h, strtoll(PQgetvalue(res, 0, 0), NULL, 10), sent);
 		else
-			h->next_heartbeat = sent + h->heartbeat_ms / 3;
+			lqc_schedule_heartbeat(h, sent);
 		PQclear(res);
 		return;
 	}

@@ -564,6 +564,62 @@ scenario_threads(void)
 	lockqc_disconnect(c);
 }
 
+/*
+ * Rapid hand-offs between two connections: a grant notice can arrive while
+ * the waiter's own enqueue or heartbeat is in flight; it must still wake
+ * the waiter at once, not at the next heartbeat (a third of 10 s).
+ */
+typedef struct ho_arg
+{
+	int			cycles;
+	int64_t		max_wait;
+	int			failed;
+} ho_arg;
+
+static void *
+handoff_main(void *p)
+{
+	ho_arg	   *a = p;
+	lockqc_conn *c = connect_or_die();
+	int			i;
+
+	for (i = 0; i < a->cycles; i++)
+	{
+		lockqc_handle *h;
+		int64_t		t0 = now_ms();
+
+		if (lockqc_lock(c, "handoff", NULL, &h) != LOCKQC_OK)
+		{
+			a->failed++;
+			continue;
+		}
+		if (now_ms() - t0 > a->max_wait)
+			a->max_wait = now_ms() - t0;
+		lockqc_unlock(h);
+	}
+	lockqc_disconnect(c);
+	return NULL;
+}
+
+static void
+scenario_handoff(void)
+{
+	ho_arg		a[2] = {{300, 0, 0}, {300, 0, 0}};
+	pthread_t	th[2];
+	int64_t		t0 = now_ms();
+	int			i;
+
+	for (i = 0; i < 2; i++)
+		pthread_create(&th[i], NULL, handoff_main, &a[i]);
+	for (i = 0; i < 2; i++)
+		pthread_join(th[i], NULL);
+	check(a[0].failed + a[1].failed == 0, "600 lock/unlock cycles between two connections");
+	check(a[0].max_wait < 1000 && a[1].max_wait < 1000,
+		  "no wait took a heartbeat interval: the notice always woke the waiter (longest %" PRId64 " ms)",
+		  a[0].max_wait > a[1].max_wait ? a[0].max_wait : a[1].max_wait);
+	check(now_ms() - t0 < 30000, "in %" PRId64 " ms", now_ms() - t0);
+}
+
 /* The TAP script restarts the server after READY and writes a line. */
 typedef struct rw_arg
 {
@@ -660,6 +716,8 @@ main(int argc, char **argv)
 		scenario_deadline();
 	else if (strcmp(scenario, "threads") == 0)
 		scenario_threads();
+	else if (strcmp(scenario, "handoff") == 0)
+		scenario_handoff();
 	else if (strcmp(scenario, "reconnect") == 0)
 		scenario_reconnect();
 	else

@@ -42,7 +42,7 @@ sub run_scenario
 	return ($rc, $out, $err);
 }
 
-for my $scenario (qw(basic fifo timeout cancel deadline threads lost_admin watchdog))
+for my $scenario (qw(basic fifo timeout cancel deadline threads handoff lost_admin watchdog))
 {
 	my ($rc, $out, $err) = run_scenario($scenario);
 	relay($scenario, $out);
