@@ -7,6 +7,7 @@
 #   make test               everything, from a fresh Debian 12 machine as
 #                           root: installs packages, builds, runs all tests
 #   make run                a throw-away cluster with lockq and a live demo
+#   make bench              the benchmark against pg_advisory_lock (ARGS=--quick)
 
 EXTENSION = lockq
 MODULE_big = lockq
@@ -44,7 +45,7 @@ $(OBJS): $(wildcard src/*.h)
 # (Makefile.global resets PROVE_FLAGS, so this comes after the include)
 PROVE_FLAGS += -I test/perl
 
-.PHONY: test run check-regress check-isolation check-tap client \
+.PHONY: test run bench check-regress check-isolation check-tap client \
 	install-client clean-client
 
 # The client library and the lockq CLI (client/).
@@ -57,12 +58,17 @@ install-client: client
 clean: clean-client
 clean-client:
 	$(MAKE) -C client clean
+	$(MAKE) -C bench clean
 
 test:
 	./test/run-tests.sh
 
 run:
 	./test/demo.sh
+
+# lockq against pg_advisory_lock; ARGS="--quick" for a short run
+bench:
+	./bench/run-bench.sh $(ARGS)
 
 # The three suites one by one (installcheck runs them all, stopping at the
 # first failing one).

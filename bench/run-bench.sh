@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+#
+# bench/run-bench.sh -- make bench: lockq against pg_advisory_lock.
+#
+# Builds and installs lockq, starts a temporary cluster with lockq preloaded
+# and default settings (except max_connections = 300, for 256 clients), as
+# an unprivileged user, runs bench/lockq_bench, and prints a Markdown
+# report with the machine's facts.  The report is also written to
+# bench/last-run.md.  Extra arguments go to lockq_bench (--quick, --only ...).
+
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")/.." && pwd)
+cd "$here"
+. "$here/test/setup-debian.sh"
+
+BENCHUSER=${LOCKQ_BENCH_USER:-lockqtest}
+DIR=$(mktemp -d /tmp/lockq-bench.XXXXXX)
+PORT=${LOCKQ_BENCH_PORT:-5498}
+ARGS=("$@")
+
+lq_install_packages
+lq_build_install
+make -s -C bench PG_CONFIG="$PG_CONFIG"
+
+if [ "$(id -u)" -eq 0 ]; then
+	lq_ensure_user "$BENCHUSER"
+	chown "$BENCHUSER": "$DIR"
+	as_user() { runuser -u "$BENCHUSER" -- "$@"; }
+else
+	as_user() { "$@"; }
+fi
+
+cleanup() {
+	as_user "$PGBIN/pg_ctl" -D "$DIR/data" -m immediate -w stop >/dev/null 2>&1 || true
+	rm -rf "$DIR"
+}
+trap cleanup EXIT
+
+lq_log "starting a temporary cluster in $DIR"
+as_user "$PGBIN/initdb" -D "$DIR/data" -A trust -U postgres >/dev/null
+cat >>"$DIR/data/postgresql.conf" <<EOC
+listen_addresses = ''
+port = $PORT
+unix_socket_directories = '$DIR'
+shared_preload_libraries = 'lockq'
+max_connections = 300
+EOC
+as_user "$PGBIN/pg_ctl" -D "$DIR/data" -l "$DIR/server.log" -w start >/dev/null
+as_user "$PGBIN/psql" -X -q -h "$DIR" -p "$PORT" -U postgres -d postgres \
+	-c "CREATE EXTENSION lockq"
+
+fsync=$(cd "$DIR" && as_user "$PGBIN/pg_test_fsync" -s 1 -f "$DIR/fsync.test" 2>/dev/null \
+	| awk '/^ *fdatasync/ {print $2 " ops/s, " $4 " usecs/op"; exit}')
+report=$here/bench/last-run.md
+{
+	echo "## Benchmark run $(date -u '+%Y-%m-%d %H:%M UTC')"
+	echo
+	echo "* command: \`make bench${ARGS[*]:+ ARGS=\"${ARGS[*]}\"}\`"
+	echo "* machine: $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')), $(free -g | awk '/^Mem:/ {print $2}') GiB memory"
+	echo "* fsync: fdatasync $fsync (pg_test_fsync)"
+	echo "* server: $("$PGBIN/postgres" --version), lockq $(git -C "$here" describe --always --dirty 2>/dev/null || echo '?'), default settings, max_connections = 300"
+	echo
+	as_user "$here/bench/lockq_bench" "${ARGS[@]}" \
+		"host=$DIR port=$PORT user=postgres dbname=postgres"
+} | tee "$report"
+lq_log "report written to $report"
