@@ -23,9 +23,9 @@ CREATE TABLE lockq.owners (
 	channel			text COLLATE "C"
 );
 
--- One row per waiter, served in (ts, owner) order within each lock.
--- kind 'backend': a session blocked in lockq_get; 'client': a client-side
--- waiter queued with lockq_enqueue and woken by NOTIFY.
+-- One row per client-side waiter (lockq_enqueue), served in (ts, owner)
+-- order within each lock, together with the sessions blocked in lockq_get,
+-- which live only in shared memory (see lockq_waiters).
 CREATE TABLE lockq.queue (
 	lock_id			text COLLATE "C" NOT NULL,
 	ts				bigint NOT NULL,
@@ -169,17 +169,30 @@ CREATE VIEW lockq_locks AS
 COMMENT ON VIEW lockq_locks IS
 'Current grants: one row per held lock. session_pid is set for locks that end with their session.';
 
+CREATE FUNCTION lockq_waiting_backends(
+	OUT lock_id text, OUT owner text, OUT ts bigint, OUT session_pid integer,
+	OUT role oid)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'lockq_waiting_backends'
+LANGUAGE C VOLATILE PARALLEL RESTRICTED;
+COMMENT ON FUNCTION lockq_waiting_backends() IS
+'The lockq_get calls waiting in a queue, from shared memory (they end with their session and are not stored in lockq.queue).';
+
 CREATE VIEW lockq_waiters AS
-	SELECT q.lock_id,
-		   q.owner,
-		   pg_catalog.row_number() OVER (PARTITION BY q.lock_id ORDER BY q.ts, q.owner) AS position,
-		   TIMESTAMPTZ 'epoch' OPERATOR(pg_catalog.+) (q.ts OPERATOR(pg_catalog.*) INTERVAL '1 microsecond') AS waiting_since,
-		   q.kind,
-		   pg_catalog.pg_get_userbyid(q.role) AS role,
-		   q.session_pid,
-		   q.ts
-	  FROM lockq.queue q
-	 ORDER BY q.lock_id, q.ts, q.owner;
+	SELECT w.lock_id,
+		   w.owner,
+		   pg_catalog.row_number() OVER (PARTITION BY w.lock_id ORDER BY w.ts, w.owner) AS position,
+		   TIMESTAMPTZ 'epoch' OPERATOR(pg_catalog.+) (w.ts OPERATOR(pg_catalog.*) INTERVAL '1 microsecond') AS waiting_since,
+		   w.kind,
+		   pg_catalog.pg_get_userbyid(w.role) AS role,
+		   w.session_pid,
+		   w.ts
+	  FROM (SELECT q.lock_id, q.owner, q.ts, q.kind, q.role, q.session_pid
+			  FROM lockq.queue q
+			UNION ALL
+			SELECT b.lock_id, b.owner, b.ts, 'backend', b.role, b.session_pid
+			  FROM lockq_waiting_backends() b) w
+	 ORDER BY w.lock_id, w.ts, w.owner;
 COMMENT ON VIEW lockq_waiters IS
 'Queued waiters in grant order: position 1 is granted next. kind is backend (blocked in lockq_get) or client (lockq_enqueue).';
 

@@ -137,6 +137,8 @@ typedef struct LqSlot
 	int64		session_start;	/* MyStartTimestamp of the session */
 	uint64		reqid;			/* per-slot request counter */
 	uint64		arrival;		/* global submission order */
+	int64		queued_ts;		/* lockq_get waiting: its queue position
+								 * (lockq time), else 0; set by the worker */
 	LqRequest	req;
 	LqResult	res;
 	ConditionVariable freed;	/* broadcast when the slot becomes FREE */

@@ -67,6 +67,7 @@ typedef struct LqLock
 	int			session_pid;
 	int64		session_start;
 	Oid			role;
+	ItemPointerData row_tid;	/* its lockq.owners row, while held */
 	LqTimer		lease;
 	dlist_node	session_node;	/* in LqSession.held */
 	dlist_node	deferred_node;	/* in lq_deferred */
@@ -95,6 +96,7 @@ struct LqWaiter
 	int64		heartbeat;		/* client waiter: µs allowed between calls */
 	Oid			role;
 	char	   *channel;
+	ItemPointerData row_tid;	/* client waiter: its lockq.queue row */
 	LqTimer		timer;			/* timeout, or heartbeat deadline */
 	dlist_node	node;
 };
@@ -125,6 +127,7 @@ static int64 lq_nwaiters = 0;
 static int64 lq_nholders = 0;
 
 static void lq_end_grant(LqLock *lock, LqEndReason why, int64 now);
+static void lq_slot_set_queued(int slotno, int64 ts);
 static void lq_finish_end(LqLock *lock, int64 now);
 static void lq_grant_next(LqLock *lock, int64 now);
 
@@ -336,6 +339,24 @@ lq_reply_error(int slotno, uint64 reqid, int sqlerrcode, const char *fmt,...)
 }
 
 /*
+ * lq_owner_row describes the current grant of lock as a lockq.owners row.
+ */
+static void
+lq_owner_row(const LqLock *lock, LqOwnerRow *row)
+{
+	row->lock_id = lock->lock_id;
+	row->owner = lock->owner;
+	row->token = lock->token;
+	row->ttl = lock->ttl;
+	row->acquired = lock->acquired;
+	row->expires = lock->expires;
+	row->session_pid = lock->session_pid;
+	row->session_start = lock->session_start;
+	row->role = lock->role;
+	row->channel = lock->channel;
+}
+
+/*
  * lq_grant makes owner the holder of a free lock: a new token, a lease of
  * lease microseconds from now, a row in lockq.owners.  A session-bound grant
  * (session_slot >= 0) is also filed under its session, to end with it.
@@ -364,17 +385,8 @@ lq_grant(LqLock *lock, const char *owner, int64 ttl, int64 lease,
 	lock->session_start = session_slot >= 0 ? session_start : 0;
 	lock->role = role;
 
-	row.lock_id = lock->lock_id;
-	row.owner = lock->owner;
-	row.token = lock->token;
-	row.ttl = lock->ttl;
-	row.acquired = lock->acquired;
-	row.expires = lock->expires;
-	row.session_pid = lock->session_pid;
-	row.session_start = lock->session_start;
-	row.role = role;
-	row.channel = lock->channel;
-	lq_store_owner_insert(&row);
+	lq_owner_row(lock, &row);
+	lq_store_owner_insert(&row, &lock->row_tid);
 
 	lq_timer_arm(&lock->lease, lock->expires);
 	if (session_slot >= 0)
@@ -393,19 +405,62 @@ lq_grant(LqLock *lock, const char *owner, int64 ttl, int64 lease,
 static void
 lq_set_lease(LqLock *lock, int64 expires)
 {
+	LqOwnerRow	row;
+
 	Assert(lock->held && !lock->ending);
 	lock->expires = expires;
 	lock->confirmed = true;
-	lq_store_owner_set_expires(lock->lock_id, lock->token, expires);
+	lq_owner_row(lock, &row);
+	lq_store_owner_update(&lock->row_tid, &row);
 	lq_timer_arm(&lock->lease, expires);
 	lq_worker_need_sync();
 	lq_stat_add(LQ_STAT_RENEWALS, 1);
 }
 
 /*
+ * lq_queue_insert_sorted puts a waiter at its place in (ts, owner) order:
+ * the tail for a new waiter, an earlier place when the queue is rebuilt
+ * from the table and the slots after a restart.
+ */
+static void
+lq_queue_insert_sorted(LqLock *lock, LqWaiter *w)
+{
+	dlist_iter	iter;
+
+	dlist_reverse_foreach(iter, &lock->queue)
+	{
+		LqWaiter   *o = dlist_container(LqWaiter, node, iter.cur);
+
+		if (o->ts < w->ts ||
+			(o->ts == w->ts && strcmp(o->key.owner, w->key.owner) < 0))
+		{
+			dlist_insert_after(&o->node, &w->node);
+			return;
+		}
+	}
+	dlist_push_head(&lock->queue, &w->node);
+}
+
+/*
+ * lq_slot_set_queued shows (ts) or hides (0) a waiting lockq_get in its
+ * slot: lockq_waiters reads backend waiters from there, and a restarted
+ * worker rebuilds them from there.  They are not written to the table: they
+ * end with their session, so a crash takes them anyway.
+ */
+static void
+lq_slot_set_queued(int slotno, int64 ts)
+{
+	LqSlot	   *slot = &lq_slots[slotno];
+
+	SpinLockAcquire(&slot->mutex);
+	slot->queued_ts = ts;
+	SpinLockRelease(&slot->mutex);
+}
+
+/*
  * lq_waiter_create appends a waiter to a lock's queue.  With insert_row the
- * waiter gets a fresh ts and a row in lockq.queue; when loading, the row
- * and its ts exist already.
+ * waiter gets a fresh ts (and a client waiter a row in lockq.queue); when
+ * loading, the ts exists already.
  */
 static LqWaiter *
 lq_waiter_create(LqLock *lock, const char *owner, bool client, int64 ts,
@@ -435,11 +490,15 @@ lq_waiter_create(LqLock *lock, const char *owner, bool client, int64 ts,
 	w->channel = lq_strdup(channel);
 	w->timer.armed = false;
 	w->timer.is_lease = false;
-	dlist_push_tail(&lock->queue, &w->node);
+	lq_queue_insert_sorted(lock, w);
 	lock->nwaiters++;
 	lq_nwaiters++;
 
 	if (insert_row)
+		lq_stat_add(LQ_STAT_ENQUEUES, 1);
+	if (!client)
+		lq_slot_set_queued(slotno, w->ts);
+	else if (insert_row)
 	{
 		LqQueueRow	row;
 
@@ -453,8 +512,7 @@ lq_waiter_create(LqLock *lock, const char *owner, bool client, int64 ts,
 		row.session_start = w->session_start;
 		row.role = role;
 		row.channel = w->channel;
-		lq_store_queue_insert(&row);
-		lq_stat_add(LQ_STAT_ENQUEUES, 1);
+		lq_store_queue_insert(&row, &w->row_tid);
 	}
 	if (!client)
 		lq_sessions[slotno].waiter = w;
@@ -475,10 +533,14 @@ lq_waiter_remove(LqWaiter *w, bool delete_row)
 	lock->nwaiters--;
 	lq_nwaiters--;
 	lq_timer_disarm(&w->timer);
-	if (!w->client && w->slot >= 0 && lq_sessions[w->slot].waiter == w)
-		lq_sessions[w->slot].waiter = NULL;
-	if (delete_row)
-		lq_store_queue_delete(lock->lock_id, w->key.owner);
+	if (!w->client && w->slot >= 0)
+	{
+		if (lq_sessions[w->slot].waiter == w)
+			lq_sessions[w->slot].waiter = NULL;
+		lq_slot_set_queued(w->slot, 0);
+	}
+	else if (delete_row)
+		lq_store_queue_delete(&w->row_tid);
 	lq_strfree(&w->channel);
 	hash_search(lq_waiters, &w->key, HASH_REMOVE, NULL);
 }
@@ -546,12 +608,14 @@ lq_end_grant(LqLock *lock, LqEndReason why, int64 now)
 static void
 lq_finish_end(LqLock *lock, int64 now)
 {
-	if (lq_store_owner_end(lock->lock_id, lock->token) == LQ_END_LOCKED)
+	if (lq_store_owner_end(&lock->row_tid) == LQ_END_LOCKED)
 	{
 		if (!lock->in_deferred)
 		{
-			lq_store_owner_set_expires(lock->lock_id, lock->token,
-									   lock->expires);
+			LqOwnerRow	row;
+
+			lq_owner_row(lock, &row);
+			lq_store_owner_update(&lock->row_tid, &row);
 			dlist_push_tail(&lq_deferred, &lock->deferred_node);
 			lock->in_deferred = true;
 			lq_stat_add(LQ_STAT_DEFERRED_HANDOFFS, 1);
@@ -789,7 +853,7 @@ lq_refresh_waiter(LqWaiter *w, const LqRequest *req, int64 now)
 			lq_strfree(&w->channel);
 			w->channel = lq_strdup(req->channel);
 			/* rewrite the row: the channel must survive a restart */
-			lq_store_queue_delete(w->lock->lock_id, w->key.owner);
+			lq_store_queue_delete(&w->row_tid);
 			row.lock_id = w->lock->lock_id;
 			row.ts = w->ts;
 			row.owner = w->key.owner;
@@ -800,7 +864,7 @@ lq_refresh_waiter(LqWaiter *w, const LqRequest *req, int64 now)
 			row.session_start = 0;
 			row.role = w->role;
 			row.channel = w->channel;
-			lq_store_queue_insert(&row);
+			lq_store_queue_insert(&row, &w->row_tid);
 		}
 	}
 	lq_timer_arm(&w->timer, now + w->heartbeat);
@@ -1181,6 +1245,7 @@ lq_load_owner(const LqOwnerRow *row, void *arg)
 	lock->acquired = row->acquired;
 	lock->expires = row->expires;
 	lock->role = row->role;
+	lock->row_tid = row->tid;
 	lock->session_pid = row->session_pid;
 	lock->session_start = row->session_start;
 	lock->session_slot = -1;
@@ -1202,36 +1267,6 @@ lq_load_owner(const LqOwnerRow *row, void *arg)
 	}
 }
 
-/*
- * lq_bind_backend_waiter finds the live request a backend waiter row
- * belongs to: the same session, still waiting in lockq_get for this lock
- * and owner.  Marks the slot ACTIVE and returns it, or -1.
- */
-static int
-lq_bind_backend_waiter(const LqQueueRow *row, uint64 *reqid, int64 *deadline)
-{
-	int			slotno = lq_find_live_slot(row->session_pid, row->session_start);
-	LqSlot	   *slot;
-	bool		match;
-
-	if (slotno < 0)
-		return -1;
-	slot = &lq_slots[slotno];
-	SpinLockAcquire(&slot->mutex);
-	match = (slot->state == LQ_SLOT_PENDING || slot->state == LQ_SLOT_ACTIVE) &&
-		!slot->cancel_requested && slot->req.op == LQ_OP_GET &&
-		strcmp(slot->req.lock_id, row->lock_id) == 0 &&
-		strcmp(slot->req.owner, row->owner) == 0;
-	if (match)
-	{
-		slot->state = LQ_SLOT_ACTIVE;
-		*reqid = slot->reqid;
-		*deadline = slot->req.deadline;
-	}
-	SpinLockRelease(&slot->mutex);
-	return match ? slotno : -1;
-}
-
 static void
 lq_load_waiter(const LqQueueRow *row, void *arg)
 {
@@ -1244,27 +1279,67 @@ lq_load_waiter(const LqQueueRow *row, void *arg)
 		w = lq_waiter_create(lock, row->owner, true, row->ts, false, row->ttl,
 							 row->heartbeat, row->role, row->channel, -1, 0,
 							 0, 0);
+		w->row_tid = row->tid;
 		/* a fresh heartbeat window: the client could not reach us */
 		lq_timer_arm(&w->timer, load->now + w->heartbeat);
 	}
 	else
 	{
-		uint64		reqid = 0;
-		int64		deadline = 0;
-		int			slotno = lq_bind_backend_waiter(row, &reqid, &deadline);
+		/* a row of a backend waiter: those live in the slots now */
+		ItemPointerData tid = row->tid;
 
-		if (slotno < 0)
+		lq_store_queue_delete(&tid);
+		lq_lock_maybe_drop(lock);
+	}
+}
+
+/*
+ * lq_load_backend_waiters puts back the lockq_get calls that were queued
+ * when the worker restarted: slots still waiting, with their queue ts.
+ */
+static void
+lq_load_backend_waiters(void)
+{
+	int			i;
+
+	for (i = 0; i < lq_shared->nslots; i++)
+	{
+		LqSlot	   *slot = &lq_slots[i];
+		LqRequest	req;
+		bool		waiting;
+		uint64		reqid;
+		int			pid;
+		int64		start;
+		int64		ts;
+
+		SpinLockAcquire(&slot->mutex);
+		waiting = slot->queued_ts > 0 && slot->req.op == LQ_OP_GET &&
+			(slot->state == LQ_SLOT_ACTIVE || slot->state == LQ_SLOT_PENDING) &&
+			!slot->cancel_requested && !slot->session_ended;
+		if (waiting)
 		{
-			/* that backend is gone or stopped waiting */
-			lq_store_queue_delete(row->lock_id, row->owner);
-			lq_lock_maybe_drop(lock);
-			return;
+			slot->state = LQ_SLOT_ACTIVE;
+			req = slot->req;
+			reqid = slot->reqid;
+			pid = slot->pid;
+			start = slot->session_start;
+			ts = slot->queued_ts;
 		}
-		w = lq_waiter_create(lock, row->owner, false, row->ts, false,
-							 row->ttl, 0, row->role, NULL, slotno, reqid,
-							 row->session_pid, row->session_start);
-		if (deadline > 0)
-			lq_timer_arm(&w->timer, deadline);
+		else
+			slot->queued_ts = 0;
+		SpinLockRelease(&slot->mutex);
+
+		if (waiting)
+		{
+			LqLock	   *lock = lq_lock_lookup(req.lock_id, true);
+			LqWaiter   *w;
+
+			w = lq_waiter_create(lock, req.owner, false, ts, false,
+								 req.ttl_us, 0, req.role, NULL, i, reqid,
+								 pid, start);
+			if (req.deadline > 0)
+				lq_timer_arm(&w->timer, req.deadline);
+		}
 	}
 }
 
@@ -1288,6 +1363,7 @@ lq_state_load(int64 now)
 	load.stale = NIL;
 	lq_store_load_owners(lq_load_owner, &load);
 	lq_store_load_queue(lq_load_waiter, &load);
+	lq_load_backend_waiters();
 
 	foreach(lc, load.stale)
 		lq_end_grant((LqLock *) lfirst(lc), LQ_END_SESSION, now);

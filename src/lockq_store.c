@@ -6,15 +6,17 @@
  *		(ts, owner) order), and the sequences behind tokens and the clock.
  *
  * Only the lock-server worker writes these, always inside its batch
- * transaction, through plans prepared once per installation of the
- * extension.  Every statement names its relations with the schema and runs
- * with search_path = pg_catalog, so no user object can be substituted.
+ * transaction, with the heap and index routines directly (the hot path:
+ * no executor, no SPI); it keeps the TID of every row it owns, so it never
+ * searches for one.  The rare bulk statements (loading the state after a
+ * restart) use SPI with schema-qualified names and search_path =
+ * pg_catalog, so no user object can be substituted.
  *
- * Ending a grant is a DELETE of its owners row that skips the row when a
- * fenced transaction (lockq_holds) holds a KEY SHARE lock on it; the worker
- * then defers the hand-off instead of blocking.  lq_store_holds, run by a
- * backend, is the other half: it finds the current row with the latest
- * snapshot and takes that KEY SHARE lock.
+ * Ending a grant deletes its owners row without waiting: when a fenced
+ * transaction (lockq_holds) holds a KEY SHARE lock on it, the delete
+ * reports that and the worker defers the hand-off instead of blocking.
+ * lq_store_holds, run by a backend, is the other half: it finds the current
+ * row with the latest snapshot and takes that KEY SHARE lock.
  *
  * Copyright (c) 2026, lockq developers
  *
@@ -26,12 +28,14 @@
 #include "postgres.h"
 
 #include "access/genam.h"
+#include "access/heapam.h"
 #include "access/htup_details.h"
 #include "access/skey.h"
 #include "access/stratnum.h"
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
+#include "catalog/indexing.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "commands/extension.h"
@@ -41,6 +45,7 @@
 #include "storage/lmgr.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
+#include "storage/itemptr.h"
 #include "utils/fmgrprotos.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
@@ -55,65 +60,19 @@
 #define OWN_TTL				4
 #define OWN_ACQUIRED		5
 #define OWN_EXPIRES			6
+#define OWN_NATTS			10
+#define QUE_NATTS			10
 
-typedef enum LqPlanId
-{
-	LQP_OWNER_INSERT = 0,
-	LQP_OWNER_END,
-	LQP_OWNER_EXISTS,
-	LQP_OWNER_SET_EXPIRES,
-	LQP_QUEUE_INSERT,
-	LQP_QUEUE_DELETE,
-	LQP_COUNT
-} LqPlanId;
-
-typedef struct LqPlanDef
-{
-	const char *sql;
-	int			nargs;
-	Oid			argtypes[10];
-} LqPlanDef;
-
-static const LqPlanDef lq_plan_defs[LQP_COUNT] = {
-	[LQP_OWNER_INSERT] = {
-		"INSERT INTO lockq.owners (lock_id, owner, token, ttl, acquired, expires,"
-		" session_pid, session_start, role, channel)"
-		" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
-		10, {TEXTOID, TEXTOID, INT8OID, INT8OID, INT8OID, INT8OID, INT4OID,
-		INT8OID, OIDOID, TEXTOID}
-	},
-	[LQP_OWNER_END] = {
-		"WITH l AS (SELECT ctid FROM lockq.owners"
-		" WHERE lock_id = $1 AND token = $2 FOR UPDATE SKIP LOCKED)"
-		" DELETE FROM lockq.owners o USING l WHERE o.ctid = l.ctid",
-		2, {TEXTOID, INT8OID}
-	},
-	[LQP_OWNER_EXISTS] = {
-		"SELECT 1 FROM lockq.owners WHERE lock_id = $1 AND token = $2",
-		2, {TEXTOID, INT8OID}
-	},
-	[LQP_OWNER_SET_EXPIRES] = {
-		"UPDATE lockq.owners SET expires = $3 WHERE lock_id = $1 AND token = $2",
-		3, {TEXTOID, INT8OID, INT8OID}
-	},
-	[LQP_QUEUE_INSERT] = {
-		"INSERT INTO lockq.queue (lock_id, ts, owner, kind, ttl, heartbeat,"
-		" session_pid, session_start, role, channel)"
-		" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
-		10, {TEXTOID, INT8OID, TEXTOID, TEXTOID, INT8OID, INT8OID, INT4OID,
-		INT8OID, OIDOID, TEXTOID}
-	},
-	[LQP_QUEUE_DELETE] = {
-		"DELETE FROM lockq.queue WHERE lock_id = $1 AND owner = $2",
-		2, {TEXTOID, TEXTOID}
-	},
-};
-
-static SPIPlanPtr lq_plans[LQP_COUNT];
-
-static void lq_store_forget(void);
+static Oid	lq_owners_rel = InvalidOid;
+static Oid	lq_queue_rel = InvalidOid;
 static Oid	lq_token_seq = InvalidOid;
 static Oid	lq_clock_seq = InvalidOid;
+
+/* The relations of the current batch, opened on first use. */
+static Relation lq_owners = NULL;
+static CatalogIndexState lq_owners_idx = NULL;
+static Relation lq_queue = NULL;
+static CatalogIndexState lq_queue_idx = NULL;
 
 /*
  * lq_store_installed reports whether the extension exists in this database,
@@ -141,72 +100,68 @@ lq_relid(const char *relname)
 }
 
 /*
- * lq_store_prepare prepares and keeps the worker's plans and looks up the
- * sequences.  Call with SPI connected, after (re)installation.
+ * lq_store_prepare looks up the tables and sequences, after the extension
+ * was (re)installed.  Needs a transaction.
  */
 void
 lq_store_prepare(void)
 {
-	int			i;
-
-	lq_store_forget();
-	for (i = 0; i < LQP_COUNT; i++)
-	{
-		SPIPlanPtr	plan;
-
-		plan = SPI_prepare(lq_plan_defs[i].sql, lq_plan_defs[i].nargs,
-						   (Oid *) lq_plan_defs[i].argtypes);
-		if (plan == NULL)
-			elog(ERROR, "SPI_prepare failed for \"%s\": %s",
-				 lq_plan_defs[i].sql, SPI_result_code_string(SPI_result));
-		if (SPI_keepplan(plan) != 0)
-			elog(ERROR, "SPI_keepplan failed");
-		lq_plans[i] = plan;
-	}
+	lq_owners_rel = lq_relid(LQ_OWNERS_TABLE);
+	lq_queue_rel = lq_relid("queue");
 	lq_token_seq = lq_relid(LQ_TOKEN_SEQ);
 	lq_clock_seq = lq_relid(LQ_CLOCK_SEQ);
 }
 
-/*
- * lq_store_forget drops the prepared plans (the extension went away).
- */
+Oid
+lq_store_owners_relid(void)
+{
+	return lq_owners_rel;
+}
+
 static void
-lq_store_forget(void)
+lq_open_owners(void)
 {
-	int			i;
-
-	for (i = 0; i < LQP_COUNT; i++)
+	if (lq_owners == NULL)
 	{
-		if (lq_plans[i] != NULL)
-			SPI_freeplan(lq_plans[i]);
-		lq_plans[i] = NULL;
+		lq_owners = table_open(lq_owners_rel, RowExclusiveLock);
+		lq_owners_idx = CatalogOpenIndexes(lq_owners);
 	}
-	lq_token_seq = InvalidOid;
-	lq_clock_seq = InvalidOid;
+}
+
+static void
+lq_open_queue(void)
+{
+	if (lq_queue == NULL)
+	{
+		lq_queue = table_open(lq_queue_rel, RowExclusiveLock);
+		lq_queue_idx = CatalogOpenIndexes(lq_queue);
+	}
 }
 
 /*
- * lq_exec runs a prepared plan and returns the number of rows processed,
- * raising on any failure.
+ * lq_store_end_batch closes the batch's relations, before its commit
+ * (commit true), or forgets them after an abort, which has released them.
  */
-static uint64
-lq_exec(LqPlanId id, Datum *values, const char *nulls, int expected)
+void
+lq_store_end_batch(bool commit)
 {
-	int			rc;
-
-	if (lq_plans[id] == NULL)
-		elog(ERROR, "lockq store is not prepared");
-	rc = SPI_execute_plan(lq_plans[id], values, nulls, false, 0);
-	if (rc != expected)
-		elog(ERROR, "lockq statement \"%s\" failed: %s",
-			 lq_plan_defs[id].sql, SPI_result_code_string(rc));
-	return SPI_processed;
-}
-
-static Datum
-lq_text(const char *s)
-{
-	return PointerGetDatum(cstring_to_text(s));
+	if (commit)
+	{
+		if (lq_owners != NULL)
+		{
+			CatalogCloseIndexes(lq_owners_idx);
+			table_close(lq_owners, NoLock);
+		}
+		if (lq_queue != NULL)
+		{
+			CatalogCloseIndexes(lq_queue_idx);
+			table_close(lq_queue, NoLock);
+		}
+	}
+	lq_owners = NULL;
+	lq_owners_idx = NULL;
+	lq_queue = NULL;
+	lq_queue_idx = NULL;
 }
 
 /*
@@ -230,7 +185,7 @@ lq_store_next_token(void)
  * lq_store_token_floor makes sure the token sequence continues above every
  * token handed out in this shared-memory lifetime: after the extension was
  * dropped and created again, its new sequence would start at 1.  Runs at
- * every state load; a no-op unless the sequence is behind.
+ * every state load; a no-op unless the sequence is behind.  Needs SPI.
  */
 void
 lq_store_token_floor(void)
@@ -254,13 +209,19 @@ lq_store_token_floor(void)
 							Int64GetDatum(high));
 }
 
-void
-lq_store_owner_insert(const LqOwnerRow *row)
+static Datum
+lq_text(const char *s)
 {
-	Datum		values[10];
-	char		nulls[10];
+	return PointerGetDatum(cstring_to_text(s));
+}
 
-	memset(nulls, ' ', sizeof(nulls));
+static HeapTuple
+lq_owner_tuple(const LqOwnerRow *row)
+{
+	Datum		values[OWN_NATTS];
+	bool		nulls[OWN_NATTS];
+
+	memset(nulls, 0, sizeof(nulls));
 	values[0] = lq_text(row->lock_id);
 	values[1] = lq_text(row->owner);
 	values[2] = Int64GetDatum(row->token);
@@ -270,57 +231,93 @@ lq_store_owner_insert(const LqOwnerRow *row)
 	values[6] = Int32GetDatum(row->session_pid);
 	values[7] = Int64GetDatum(row->session_start);
 	values[8] = ObjectIdGetDatum(row->role);
-	if (row->session_pid == 0)
-		nulls[6] = nulls[7] = 'n';
+	nulls[6] = nulls[7] = (row->session_pid == 0);
 	if (row->channel != NULL && row->channel[0] != '\0')
 		values[9] = lq_text(row->channel);
 	else
-		nulls[9] = 'n';
-	lq_exec(LQP_OWNER_INSERT, values, nulls, SPI_OK_INSERT);
+		nulls[9] = true;
+	return heap_form_tuple(RelationGetDescr(lq_owners), values, nulls);
 }
 
 /*
- * lq_store_owner_end deletes a grant's row unless a concurrent transaction
- * holds a lock on it (a fenced write in progress), in which case the row
- * stays and LQ_END_LOCKED tells the worker to defer the hand-off.
+ * lq_store_owner_insert adds a grant's row and returns where it is.  Rows
+ * are written with the heap and index routines directly: this is the
+ * lock server's hot path, and it knows the TID of every row it keeps.
+ * The command counter advances after every write, so that a row written
+ * earlier in the batch can be changed later in it.
+ */
+void
+lq_store_owner_insert(const LqOwnerRow *row, ItemPointer tid)
+{
+	HeapTuple	tup;
+
+	lq_open_owners();
+	tup = lq_owner_tuple(row);
+	CatalogTupleInsertWithInfo(lq_owners, tup, lq_owners_idx);
+	*tid = tup->t_self;
+	heap_freetuple(tup);
+	CommandCounterIncrement();
+}
+
+/*
+ * lq_store_owner_end deletes a grant's row, without waiting: if a
+ * concurrent transaction holds a lock on it (a fenced write in progress,
+ * see lq_store_holds), the row stays and LQ_END_LOCKED tells the worker to
+ * defer the hand-off.
  */
 LqEndResult
-lq_store_owner_end(const char *lock_id, int64 token)
+lq_store_owner_end(ItemPointer tid)
 {
-	Datum		values[2];
+	TM_FailureData tmfd;
+	TM_Result	res;
 
-	values[0] = lq_text(lock_id);
-	values[1] = Int64GetDatum(token);
-	if (lq_exec(LQP_OWNER_END, values, NULL, SPI_OK_DELETE) > 0)
-		return LQ_END_DELETED;
-	if (lq_exec(LQP_OWNER_EXISTS, values, NULL, SPI_OK_SELECT) > 0)
-		return LQ_END_LOCKED;
-	return LQ_END_MISSING;
+	lq_open_owners();
+	res = heap_delete(lq_owners, tid, GetCurrentCommandId(true),
+					  InvalidSnapshot, false, &tmfd, false);
+	switch (res)
+	{
+		case TM_Ok:
+			CommandCounterIncrement();
+			return LQ_END_DELETED;
+		case TM_BeingModified:
+		case TM_WouldBlock:
+			return LQ_END_LOCKED;
+		case TM_Deleted:
+		case TM_Invisible:
+			return LQ_END_MISSING;
+		default:
+			elog(ERROR, "unexpected result %d deleting a lockq.owners row", (int) res);
+	}
+	return LQ_END_MISSING;		/* keep compiler quiet */
 }
 
 /*
- * lq_store_owner_set_expires rewrites a grant's lease end.  This is a
- * non-key update, so it never waits for a fenced transaction's KEY SHARE
- * lock.
+ * lq_store_owner_update rewrites a grant's row (a new lease end) and moves
+ * *tid to the new version.  Only non-key columns change, so a fenced
+ * transaction's KEY SHARE lock does not block it.
  */
 void
-lq_store_owner_set_expires(const char *lock_id, int64 token, int64 expires)
+lq_store_owner_update(ItemPointer tid, const LqOwnerRow *row)
 {
-	Datum		values[3];
+	HeapTuple	tup;
 
-	values[0] = lq_text(lock_id);
-	values[1] = Int64GetDatum(token);
-	values[2] = Int64GetDatum(expires);
-	lq_exec(LQP_OWNER_SET_EXPIRES, values, NULL, SPI_OK_UPDATE);
+	lq_open_owners();
+	tup = lq_owner_tuple(row);
+	CatalogTupleUpdateWithInfo(lq_owners, tid, tup, lq_owners_idx);
+	*tid = tup->t_self;
+	heap_freetuple(tup);
+	CommandCounterIncrement();
 }
 
 void
-lq_store_queue_insert(const LqQueueRow *row)
+lq_store_queue_insert(const LqQueueRow *row, ItemPointer tid)
 {
-	Datum		values[10];
-	char		nulls[10];
+	Datum		values[QUE_NATTS];
+	bool		nulls[QUE_NATTS];
+	HeapTuple	tup;
 
-	memset(nulls, ' ', sizeof(nulls));
+	lq_open_queue();
+	memset(nulls, 0, sizeof(nulls));
 	values[0] = lq_text(row->lock_id);
 	values[1] = Int64GetDatum(row->ts);
 	values[2] = lq_text(row->owner);
@@ -330,25 +327,25 @@ lq_store_queue_insert(const LqQueueRow *row)
 	values[6] = Int32GetDatum(row->session_pid);
 	values[7] = Int64GetDatum(row->session_start);
 	values[8] = ObjectIdGetDatum(row->role);
-	if (row->client)
-		nulls[6] = nulls[7] = 'n';
-	else
-		nulls[5] = 'n';
+	nulls[6] = nulls[7] = row->client;
+	nulls[5] = !row->client;
 	if (row->channel != NULL && row->channel[0] != '\0')
 		values[9] = lq_text(row->channel);
 	else
-		nulls[9] = 'n';
-	lq_exec(LQP_QUEUE_INSERT, values, nulls, SPI_OK_INSERT);
+		nulls[9] = true;
+	tup = heap_form_tuple(RelationGetDescr(lq_queue), values, nulls);
+	CatalogTupleInsertWithInfo(lq_queue, tup, lq_queue_idx);
+	*tid = tup->t_self;
+	heap_freetuple(tup);
+	CommandCounterIncrement();
 }
 
 void
-lq_store_queue_delete(const char *lock_id, const char *owner)
+lq_store_queue_delete(ItemPointer tid)
 {
-	Datum		values[2];
-
-	values[0] = lq_text(lock_id);
-	values[1] = lq_text(owner);
-	lq_exec(LQP_QUEUE_DELETE, values, NULL, SPI_OK_DELETE);
+	lq_open_queue();
+	simple_heap_delete(lq_queue, tid);
+	CommandCounterIncrement();
 }
 
 /*
@@ -438,6 +435,17 @@ lq_getint32(HeapTuple tup, TupleDesc desc, int col, int32 dflt)
 	return isnull ? dflt : DatumGetInt32(d);
 }
 
+static void
+lq_gettid(HeapTuple tup, TupleDesc desc, int col, ItemPointer tid)
+{
+	bool		isnull;
+	Datum		d = SPI_getbinval(tup, desc, col, &isnull);
+
+	if (isnull)
+		elog(ERROR, "lockq: row without a ctid");
+	ItemPointerCopy((ItemPointer) DatumGetPointer(d), tid);
+}
+
 /*
  * lq_scan runs a query through a cursor, calling emit for each row in
  * chunks, so that loading a large table does not need all of it in memory.
@@ -499,6 +507,7 @@ lq_emit_owner(HeapTuple tup, TupleDesc desc, void *arg)
 	row.session_start = lq_getint64(tup, desc, 8, 0);
 	row.role = (Oid) lq_getint64(tup, desc, 9, 0);
 	row.channel = lq_getstr(tup, desc, 10);
+	lq_gettid(tup, desc, 11, &row.tid);
 	scan->cb(&row, scan->arg);
 }
 
@@ -508,7 +517,7 @@ lq_store_load_owners(lq_owner_cb cb, void *arg)
 	LqOwnerScan scan = {cb, arg};
 
 	lq_scan("SELECT lock_id, owner, token, ttl, acquired, expires,"
-			" session_pid, session_start, role::int8, channel"
+			" session_pid, session_start, role::int8, channel, ctid"
 			" FROM lockq.owners", lq_emit_owner, &scan);
 }
 
@@ -536,6 +545,7 @@ lq_emit_queue(HeapTuple tup, TupleDesc desc, void *arg)
 	row.session_start = lq_getint64(tup, desc, 8, 0);
 	row.role = (Oid) lq_getint64(tup, desc, 9, 0);
 	row.channel = lq_getstr(tup, desc, 10);
+	lq_gettid(tup, desc, 11, &row.tid);
 	scan->cb(&row, scan->arg);
 }
 
@@ -548,7 +558,7 @@ lq_store_load_queue(lq_queue_cb cb, void *arg)
 	LqQueueScan scan = {cb, arg};
 
 	lq_scan("SELECT lock_id, ts, owner, kind, ttl, heartbeat,"
-			" session_pid, session_start, role::int8, channel"
+			" session_pid, session_start, role::int8, channel, ctid"
 			" FROM lockq.queue ORDER BY lock_id, ts, owner",
 			lq_emit_queue, &scan);
 }

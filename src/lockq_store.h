@@ -14,10 +14,12 @@
 #define LOCKQ_STORE_H
 
 #include "lockq.h"
+#include "storage/itemptr.h"
 
 /* One row of lockq.owners. */
 typedef struct LqOwnerRow
 {
+	ItemPointerData tid;		/* where the row is (loads) */
 	const char *lock_id;
 	const char *owner;
 	int64		token;
@@ -33,6 +35,7 @@ typedef struct LqOwnerRow
 /* One row of lockq.queue. */
 typedef struct LqQueueRow
 {
+	ItemPointerData tid;		/* where the row is (loads) */
 	const char *lock_id;
 	int64		ts;
 	const char *owner;
@@ -55,18 +58,18 @@ typedef enum LqEndResult
 typedef void (*lq_owner_cb) (const LqOwnerRow *row, void *arg);
 typedef void (*lq_queue_cb) (const LqQueueRow *row, void *arg);
 
-/* Worker side; all need an open transaction and SPI connection. */
+/* Worker side; all need an open transaction (loads: an SPI connection). */
 extern bool lq_store_installed(Oid *extoid);
 extern void lq_store_prepare(void);
+extern Oid	lq_store_owners_relid(void);
+extern void lq_store_end_batch(bool commit);
 extern int64 lq_store_next_token(void);
 extern void lq_store_token_floor(void);
-extern void lq_store_owner_insert(const LqOwnerRow *row);
-extern LqEndResult lq_store_owner_end(const char *lock_id, int64 token);
-extern void lq_store_owner_set_expires(const char *lock_id, int64 token,
-									   int64 expires);
-extern void lq_store_owner_delete_session(const char *lock_id, int64 token);
-extern void lq_store_queue_insert(const LqQueueRow *row);
-extern void lq_store_queue_delete(const char *lock_id, const char *owner);
+extern void lq_store_owner_insert(const LqOwnerRow *row, ItemPointer tid);
+extern LqEndResult lq_store_owner_end(ItemPointer tid);
+extern void lq_store_owner_update(ItemPointer tid, const LqOwnerRow *row);
+extern void lq_store_queue_insert(const LqQueueRow *row, ItemPointer tid);
+extern void lq_store_queue_delete(ItemPointer tid);
 extern int64 lq_store_clock_read(void);
 extern void lq_store_clock_write(int64 ceiling);
 extern void lq_store_after_restart(int64 start, int64 low);

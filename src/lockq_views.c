@@ -1,9 +1,10 @@
 /*-------------------------------------------------------------------------
  *
  * lockq_views.c
- *		lockq_stats(): the lock server's counters and gauges, read from
- *		shared memory.  The other views (lockq_locks, lockq_waiters) are
- *		plain SQL over the tables, see the install script.
+ *		lockq_stats(): the lock server's counters and gauges, and
+ *		lockq_waiting_backends(): the blocked lockq_get calls, both read from
+ *		shared memory.  The views are SQL over these and the tables, see the
+ *		install script.
  *
  * Copyright (c) 2026, lockq developers
  *
@@ -17,6 +18,7 @@
 #include "access/htup_details.h"
 #include "fmgr.h"
 #include "funcapi.h"
+#include "utils/builtins.h"
 
 #include "lockq.h"
 
@@ -83,4 +85,55 @@ lockq_stats(PG_FUNCTION_ARGS)
 		values[n + 2] = Int32GetDatum(pid);
 
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
+}
+
+PG_FUNCTION_INFO_V1(lockq_waiting_backends);
+
+/*
+ * lockq_waiting_backends lists the lockq_get calls waiting in a queue,
+ * straight from the request slots (they are not written to lockq.queue:
+ * they end with their session).  lockq_waiters merges them with the
+ * client-side waiters of the table by their queue ts.
+ */
+Datum
+lockq_waiting_backends(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	int			i;
+
+	lq_check_available();
+	InitMaterializedSRF(fcinfo, 0);
+
+	for (i = 0; i < lq_shared->nslots; i++)
+	{
+		LqSlot	   *slot = &lq_slots[i];
+		Datum		values[5];
+		bool		nulls[5] = {false, false, false, false, false};
+		char		lock_id[LQ_MAX_ID_LEN + 1];
+		char		owner[LQ_MAX_OWNER_LEN + 1];
+		int64		ts;
+		int			pid;
+		Oid			role;
+
+		SpinLockAcquire(&slot->mutex);
+		ts = slot->queued_ts;
+		if (ts > 0)
+		{
+			memcpy(lock_id, slot->req.lock_id, sizeof(lock_id));
+			memcpy(owner, slot->req.owner, sizeof(owner));
+			pid = slot->pid;
+			role = slot->req.role;
+		}
+		SpinLockRelease(&slot->mutex);
+		if (ts <= 0)
+			continue;
+
+		values[0] = CStringGetTextDatum(lock_id);
+		values[1] = CStringGetTextDatum(owner);
+		values[2] = Int64GetDatum(ts);
+		values[3] = Int32GetDatum(pid);
+		values[4] = ObjectIdGetDatum(role);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
 }

@@ -49,6 +49,7 @@
 #include "tcop/tcopprot.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
+#include "utils/inval.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
@@ -102,6 +103,7 @@ static bool lq_need_recover = true;
 static bool lq_careful = false; /* after an error: one slot per transaction */
 static int	lq_error_backoff_ms = 0;
 static Oid	lq_ext_oid = InvalidOid;
+static bool lq_ext_recheck = true;	/* see lq_relcache_callback */
 static int64 lq_last_deferred_retry = 0;
 
 static void lq_handle_slot(int slotno, int64 now);
@@ -475,6 +477,7 @@ lq_commit_batch(void)
 	bool		sync = lq_need_sync;
 
 	lq_emit_notices();
+	lq_store_end_batch(true);
 	SPI_finish();
 	PopActiveSnapshot();
 	/*
@@ -510,6 +513,7 @@ lq_discard_batch(void)
 {
 	int			i;
 
+	lq_store_end_batch(false);
 	for (i = 0; i < lq_shared->nslots; i++)
 		lq_pub_pending[i] = false;
 	lq_pubs = NIL;
@@ -553,6 +557,19 @@ lq_batch_failed(MemoryContext ccxt)
 }
 
 /*
+ * lq_relcache_callback notes that the extension may have changed: dropping
+ * (or creating again) the extension invalidates lockq.owners, and a full
+ * reset (relid InvalidOid) might hide that.  Cheaper than looking up the
+ * extension in every batch.
+ */
+static void
+lq_relcache_callback(Datum arg, Oid relid)
+{
+	if (!OidIsValid(relid) || relid == lq_store_owners_relid())
+		lq_ext_recheck = true;
+}
+
+/*
  * lq_extension_changed tells whether the extension was dropped or created
  * again since the state was loaded; then the state must be loaded anew.
  */
@@ -561,6 +578,9 @@ lq_extension_changed(void)
 {
 	Oid			extoid;
 
+	if (!lq_ext_recheck)
+		return false;
+	lq_ext_recheck = false;
 	return !lq_store_installed(&extoid) || extoid != lq_ext_oid;
 }
 
@@ -920,6 +940,7 @@ lockq_worker_main(Datum main_arg)
 	lq_ring_buf = MemoryContextAlloc(TopMemoryContext,
 									 sizeof(int) * 65536);
 	lq_state_init();
+	CacheRegisterRelcacheCallback(lq_relcache_callback, (Datum) 0);
 
 	SpinLockAcquire(&lq_shared->mutex);
 	lq_shared->worker_pid = MyProcPid;
