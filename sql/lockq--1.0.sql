@@ -45,6 +45,10 @@ CREATE TABLE lockq.queue (
 CREATE SEQUENCE lockq.token_seq AS bigint MINVALUE 1 NO CYCLE CACHE 1;
 -- The clock's durable ceiling (see lockq_now).
 CREATE SEQUENCE lockq.clock_seq AS bigint MINVALUE 0 START 0 NO CYCLE CACHE 1;
+-- The lease horizon: no lease returned before its flush ends after this
+-- (lockq time); 0 after a clean stop.  After a crash, nothing is granted
+-- until the clock passes it.
+CREATE SEQUENCE lockq.horizon_seq AS bigint MINVALUE 0 START 0 NO CYCLE CACHE 1;
 
 REVOKE ALL ON ALL TABLES IN SCHEMA lockq FROM PUBLIC;
 REVOKE ALL ON ALL SEQUENCES IN SCHEMA lockq FROM PUBLIC;
@@ -148,7 +152,7 @@ CREATE FUNCTION lockq_stats(
 	OUT deferred_handoffs bigint, OUT requests bigint, OUT batches bigint,
 	OUT sync_commits bigint, OUT worker_starts bigint,
 	OUT batch_errors bigint, OUT holders bigint, OUT waiters bigint,
-	OUT worker_pid integer)
+	OUT worker_pid integer, OUT grace_until timestamptz)
 RETURNS record
 AS 'MODULE_PATHNAME', 'lockq_stats'
 LANGUAGE C VOLATILE PARALLEL RESTRICTED;

@@ -35,6 +35,8 @@ int			lockq_max_ttl = 86400;
 int			lockq_waiter_timeout = 10000;
 int			lockq_max_waiters = 100000;
 int			lockq_batch_size = 1024;
+bool		lockq_synchronous_grants = false;
+int			lockq_max_grace = 60;
 
 void		_PG_init(void);
 
@@ -76,6 +78,22 @@ _PG_init(void)
 							&lockq_batch_size,
 							1024, 1, 65536,
 							PGC_SIGHUP, 0,
+							NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("lockq.synchronous_grants",
+							 "Flushes every grant and renewal to WAL before it is returned.",
+							 "Off: grants with a ttl up to lockq.max_grace are returned before the flush, and after a crash nothing is granted until every lease that might have been lost has ended.",
+							 &lockq_synchronous_grants,
+							 false,
+							 PGC_SIGHUP, 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomIntVariable("lockq.max_grace",
+							"Sets the longest lease that may be returned before it is flushed to WAL.",
+							"Grants and renewals with a longer ttl are always flushed first.  This bounds the grace period after a crash.",
+							&lockq_max_grace,
+							60, 0, 3600,
+							PGC_SIGHUP, GUC_UNIT_S,
 							NULL, NULL, NULL);
 
 	if (!process_shared_preload_libraries_in_progress)

@@ -26,6 +26,7 @@
 
 #include "postgres.h"
 
+#include "datatype/timestamp.h"
 #include "port/atomics.h"
 #include "storage/condition_variable.h"
 #include "storage/spin.h"
@@ -56,6 +57,7 @@
 #define LQ_OWNERS_PKEY		"owners_pkey"
 #define LQ_TOKEN_SEQ		"token_seq"
 #define LQ_CLOCK_SEQ		"clock_seq"
+#define LQ_HORIZON_SEQ		"horizon_seq"
 
 /* Operations a backend can ask of the worker. */
 typedef enum LqOp
@@ -179,8 +181,17 @@ typedef struct LqShared
 	int			ring_size;
 	int			nslots;
 
-	/* Highest token issued or seen in this shared-memory lifetime. */
+	/*
+	 * Durable promises, kept by the worker (see lockq_worker.c): the last
+	 * token issued, the durable ceiling below which tokens may be issued
+	 * without a flush, the durable lease horizon (every lease end shown
+	 * before its flush is at most this), and after a crash the end of the
+	 * grace period during which nothing is granted (0: none).
+	 */
 	pg_atomic_uint64 token_high;
+	int64		token_ceiling;
+	int64		horizon;
+	pg_atomic_uint64 grace_until;
 
 	/* Gauges the worker publishes after every batch. */
 	pg_atomic_uint64 holders;
@@ -199,8 +210,15 @@ typedef struct LqShared
 	int			ring[FLEXIBLE_ARRAY_MEMBER];	/* slot indexes */
 } LqShared;
 
+/* Tokens reserved per flush of the token ceiling. */
+#define LQ_TOKEN_RESERVE	4096
+/* How far the lease horizon is moved beyond the lease that needs it. */
+#define LQ_HORIZON_SLACK_US	(INT64CONST(2) * 1000000)
+
 /* lockq.c: GUC variables */
 extern char *lockq_database;
+extern bool lockq_synchronous_grants;
+extern int	lockq_max_grace;		/* seconds */
 extern int	lockq_max_ttl;		/* seconds */
 extern int	lockq_waiter_timeout;	/* milliseconds */
 extern int	lockq_max_waiters;
@@ -219,6 +237,7 @@ extern void lq_stat_add(LqStat stat, uint64 n);
 
 /* lockq_clock.c */
 extern int64 lq_wall_us(void);
+extern TimestampTz lq_us_to_timestamptz(int64 us);
 extern int64 lq_clock_peek(void);
 extern bool lq_clock_next(int64 limit, int64 *result);
 

@@ -57,11 +57,23 @@ lq_monotonic_us(void)
  * lq_wall_us reads the wall clock the way PostgreSQL does (now(),
  * clock_timestamp()), converted to microseconds since the Unix epoch.
  */
+#define LQ_UNIX_TO_PG_US \
+	((int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY)
+
 int64
 lq_wall_us(void)
 {
-	return (int64) GetCurrentTimestamp() +
-		(int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY;
+	return (int64) GetCurrentTimestamp() + LQ_UNIX_TO_PG_US;
+}
+
+/*
+ * lq_us_to_timestamptz converts lockq time (microseconds since the Unix
+ * epoch) to a timestamptz, for display.
+ */
+TimestampTz
+lq_us_to_timestamptz(int64 us)
+{
+	return (TimestampTz) (us - LQ_UNIX_TO_PG_US);
 }
 
 static bool

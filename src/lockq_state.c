@@ -125,11 +125,13 @@ static dlist_head lq_deferred;
 static LqSession *lq_sessions = NULL;
 static int64 lq_nwaiters = 0;
 static int64 lq_nholders = 0;
+static int64 lq_grace_until = 0;	/* after a crash: no grants before this */
 
 static void lq_end_grant(LqLock *lock, LqEndReason why, int64 now);
 static void lq_slot_set_queued(int slotno, int64 ts);
 static void lq_finish_end(LqLock *lock, int64 now);
 static void lq_grant_next(LqLock *lock, int64 now);
+static bool lq_in_grace(int64 now);
 
 /*
  * Timers.  pairingheap is a max-heap, so the comparator is reversed to put
@@ -360,7 +362,10 @@ lq_owner_row(const LqLock *lock, LqOwnerRow *row)
  * lq_grant makes owner the holder of a free lock: a new token, a lease of
  * lease microseconds from now, a row in lockq.owners.  A session-bound grant
  * (session_slot >= 0) is also filed under its session, to end with it.
- * The batch must commit synchronously before the token is shown to anyone.
+ * For a grant outliving its session, lq_worker_lease_shown decides whether
+ * the batch must be flushed first.  A session-bound grant needs neither a
+ * flush nor the lease horizon: a crash ends every session, and its holder
+ * learns of that from its broken connection, as with pg_advisory_lock.
  */
 static int64
 lq_grant(LqLock *lock, const char *owner, int64 ttl, int64 lease,
@@ -376,7 +381,7 @@ lq_grant(LqLock *lock, const char *owner, int64 ttl, int64 lease,
 	lock->confirmed = confirmed;
 	lock->owner = lq_strdup(owner);
 	lock->channel = lq_strdup(channel);
-	lock->token = lq_store_next_token();
+	lock->token = lq_worker_next_token();
 	lock->ttl = ttl;
 	lock->acquired = t;
 	lock->expires = t + lease;
@@ -393,14 +398,16 @@ lq_grant(LqLock *lock, const char *owner, int64 ttl, int64 lease,
 		dlist_push_tail(&lq_sessions[session_slot].held, &lock->session_node);
 
 	lq_nholders++;
-	lq_worker_need_sync();
+	if (session_slot < 0)
+		lq_worker_lease_shown(lock->expires, lease);
 	lq_stat_add(LQ_STAT_GRANTS, 1);
 	return lock->token;
 }
 
 /*
  * lq_set_lease moves the current grant's lease end, and confirms a client
- * grant.  Must commit synchronously: the holder relies on the new end.
+ * grant.  The holder of a grant outliving its session relies on the new
+ * end: see lq_worker_lease_shown.
  */
 static void
 lq_set_lease(LqLock *lock, int64 expires)
@@ -413,7 +420,8 @@ lq_set_lease(LqLock *lock, int64 expires)
 	lq_owner_row(lock, &row);
 	lq_store_owner_update(&lock->row_tid, &row);
 	lq_timer_arm(&lock->lease, expires);
-	lq_worker_need_sync();
+	if (lock->session_slot < 0)
+		lq_worker_lease_shown(expires, expires - lq_clock_peek());
 	lq_stat_add(LQ_STAT_RENEWALS, 1);
 }
 
@@ -657,6 +665,8 @@ lq_grant_next(LqLock *lock, int64 now)
 		lq_lock_maybe_drop(lock);
 		return;
 	}
+	if (lq_in_grace(now))
+		return;					/* lq_state_run_timers hands it on later */
 
 	w = dlist_head_element(LqWaiter, node, &lock->queue);
 	strlcpy(owner, w->key.owner, sizeof(owner));
@@ -693,9 +703,30 @@ lq_grant_next(LqLock *lock, int64 now)
 }
 
 static bool
-lq_lock_is_free(LqLock *lock)
+lq_in_grace(int64 now)
 {
-	return lock == NULL || (!lock->held && lock->nwaiters == 0);
+	return lq_grace_until > 0 && now < lq_grace_until;
+}
+
+/*
+ * lq_lock_is_free: can lock be granted at once?  Not while anyone holds or
+ * waits for it, and nothing at all during the grace period after a crash.
+ */
+static bool
+lq_lock_is_free(LqLock *lock, int64 now)
+{
+	return (lock == NULL || (!lock->held && lock->nwaiters == 0)) &&
+		!lq_in_grace(now);
+}
+
+/*
+ * lq_state_set_grace sets the end of the grace period after a crash (0:
+ * none); lq_state_run_timers ends it.
+ */
+void
+lq_state_set_grace(int64 until)
+{
+	lq_grace_until = until;
 }
 
 /*
@@ -750,7 +781,7 @@ lq_apply_get(int slotno, uint64 reqid, const LqRequest *req, int64 now)
 		lq_lock_maybe_drop(lock);
 		return;
 	}
-	if (lq_lock_is_free(lock))
+	if (lq_lock_is_free(lock, now))
 	{
 		int64		token = lq_grant_now(lock, slotno, req, req->ttl_us, true);
 
@@ -782,7 +813,7 @@ lq_apply_try(int slotno, uint64 reqid, const LqRequest *req, int64 now)
 
 	if (lq_holder_is(lock, req->owner))
 		lq_reply_reentrant(slotno, reqid, lock, now, req->ttl_us);
-	else if (lq_lock_is_free(lock))
+	else if (lq_lock_is_free(lock, now))
 	{
 		int64		token;
 
@@ -899,7 +930,7 @@ lq_apply_enqueue(int slotno, uint64 reqid, const LqRequest *req, int64 now)
 		lq_reply(slotno, reqid, LQ_ST_QUEUED, 0, false);
 		return;
 	}
-	if (lq_lock_is_free(lock))
+	if (lq_lock_is_free(lock, now))
 	{
 		int64		token = lq_grant_now(lock, slotno, req, req->ttl_us, true);
 
@@ -1108,6 +1139,33 @@ lq_state_session_end(int slotno, int pid, int64 session_start, int64 now)
 }
 
 /*
+ * lq_end_grace ends the grace period after a crash: every lock that became
+ * free meanwhile goes to the head of its queue.
+ */
+static void
+lq_end_grace(int64 now)
+{
+	HASH_SEQ_STATUS seq;
+	LqLock	   *lock;
+	List	   *pending = NIL;
+	ListCell   *lc;
+
+	lq_grace_until = 0;
+	pg_atomic_write_u64(&lq_shared->grace_until, 0);
+	ereport(LOG, (errmsg("lockq grace period after the crash is over")));
+
+	hash_seq_init(&seq, lq_locks);
+	while ((lock = hash_seq_search(&seq)) != NULL)
+	{
+		if (!lock->held && lock->nwaiters > 0)
+			pending = lappend(pending, lock);
+	}
+	foreach(lc, pending)
+		lq_grant_next((LqLock *) lfirst(lc), now);
+	list_free(pending);
+}
+
+/*
  * lq_state_run_timers fires every deadline up to now: leases expire and
  * pass on; client-side waiters that missed their heartbeat are dropped;
  * lockq_get calls that reached their timeout are answered with TIMEOUT.
@@ -1115,6 +1173,9 @@ lq_state_session_end(int slotno, int pid, int64 session_start, int64 now)
 void
 lq_state_run_timers(int64 now)
 {
+	if (lq_grace_until > 0 && now >= lq_grace_until)
+		lq_end_grace(now);
+
 	while (!pairingheap_is_empty(lq_timers))
 	{
 		LqTimer    *t = pairingheap_container(LqTimer, ph,
@@ -1179,15 +1240,20 @@ lq_state_has_deferred(void)
 }
 
 /*
- * lq_state_next_deadline returns the earliest armed deadline, 0 if none.
+ * lq_state_next_deadline returns the earliest armed deadline (or the end of
+ * the grace period), 0 if none.
  */
 int64
 lq_state_next_deadline(void)
 {
-	if (pairingheap_is_empty(lq_timers))
-		return 0;
-	return pairingheap_container(LqTimer, ph,
-								 pairingheap_first(lq_timers))->at;
+	int64		next = 0;
+
+	if (!pairingheap_is_empty(lq_timers))
+		next = pairingheap_container(LqTimer, ph,
+									 pairingheap_first(lq_timers))->at;
+	if (lq_grace_until > 0 && (next == 0 || lq_grace_until < next))
+		next = lq_grace_until;
+	return next;
 }
 
 void

@@ -33,6 +33,7 @@ extern void lq_state_retry_deferred(int64 now);
 extern int64 lq_state_next_deadline(void);
 extern bool lq_state_has_deferred(void);
 extern void lq_state_publish_gauges(void);
+extern void lq_state_set_grace(int64 until);
 
 /* lockq_worker.c: services for the rules */
 extern int64 lq_worker_tick(void);
@@ -41,6 +42,8 @@ extern void lq_worker_notify(const char *channel, const char *event,
 							 int64 token, const char *lock_id,
 							 const char *owner);
 extern void lq_worker_need_sync(void);
+extern int64 lq_worker_next_token(void);
+extern void lq_worker_lease_shown(int64 expires, int64 lease_us);
 
 /* lockq_clock.c: worker-only parts of the clock */
 extern void lq_clock_setup(int64 durable_ceiling);

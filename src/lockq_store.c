@@ -2,8 +2,9 @@
  *
  * lockq_store.c
  *		The durable mirror of the lock state: the tables lockq.owners (one
- *		row per current grant) and lockq.queue (one row per waiter, in
- *		(ts, owner) order), and the sequences behind tokens and the clock.
+ *		row per current grant) and lockq.queue (one row per client-side
+ *		waiter, in (ts, owner) order), and the sequences behind the token
+ *		ceiling, the clock ceiling and the lease horizon.
  *
  * Only the lock-server worker writes these, always inside its batch
  * transaction, with the heap and index routines directly (the hot path:
@@ -67,6 +68,7 @@ static Oid	lq_owners_rel = InvalidOid;
 static Oid	lq_queue_rel = InvalidOid;
 static Oid	lq_token_seq = InvalidOid;
 static Oid	lq_clock_seq = InvalidOid;
+static Oid	lq_horizon_seq = InvalidOid;
 
 /* The relations of the current batch, opened on first use. */
 static Relation lq_owners = NULL;
@@ -110,6 +112,7 @@ lq_store_prepare(void)
 	lq_queue_rel = lq_relid("queue");
 	lq_token_seq = lq_relid(LQ_TOKEN_SEQ);
 	lq_clock_seq = lq_relid(LQ_CLOCK_SEQ);
+	lq_horizon_seq = lq_relid(LQ_HORIZON_SEQ);
 }
 
 Oid
@@ -162,51 +165,6 @@ lq_store_end_batch(bool commit)
 	lq_owners_idx = NULL;
 	lq_queue = NULL;
 	lq_queue_idx = NULL;
-}
-
-/*
- * lq_store_next_token draws the next fencing token.  It also keeps the
- * high-water mark in shared memory (see lq_store_token_floor).
- */
-int64
-lq_store_next_token(void)
-{
-	int64		token = nextval_internal(lq_token_seq, false);
-	uint64		high = pg_atomic_read_u64(&lq_shared->token_high);
-
-	while ((uint64) token > high &&
-		   !pg_atomic_compare_exchange_u64(&lq_shared->token_high, &high,
-										   (uint64) token))
-		;
-	return token;
-}
-
-/*
- * lq_store_token_floor makes sure the token sequence continues above every
- * token handed out in this shared-memory lifetime: after the extension was
- * dropped and created again, its new sequence would start at 1.  Runs at
- * every state load; a no-op unless the sequence is behind.  Needs SPI.
- */
-void
-lq_store_token_floor(void)
-{
-	int64		high = (int64) pg_atomic_read_u64(&lq_shared->token_high);
-	bool		isnull;
-	Datum		d;
-	int			rc;
-	int64		next;
-
-	if (high == 0)
-		return;
-	rc = SPI_execute("SELECT last_value + is_called::int FROM lockq.token_seq",
-					 true, 1);
-	if (rc != SPI_OK_SELECT || SPI_processed != 1)
-		elog(ERROR, "could not read lockq.token_seq");
-	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-	next = isnull ? 0 : DatumGetInt64(d);
-	if (next <= high)
-		DirectFunctionCall2(setval_oid, ObjectIdGetDatum(lq_token_seq),
-							Int64GetDatum(high));
 }
 
 static Datum
@@ -349,49 +307,91 @@ lq_store_queue_delete(ItemPointer tid)
 }
 
 /*
- * lq_store_clock_read returns the clock's durable ceiling: the value of
- * lockq.clock_seq.
+ * lq_seq_read returns a sequence's value, less one if nextval was never
+ * called (then the value itself was not handed out), and never below 0
+ * (all three sequences hold non-negative values).  Needs SPI.
  */
-int64
-lq_store_clock_read(void)
+static int64
+lq_seq_read(const char *seqname)
 {
+	char		sql[128];
 	bool		isnull;
 	Datum		d;
 	int			rc;
 
-	rc = SPI_execute("SELECT last_value FROM lockq.clock_seq", true, 1);
+	snprintf(sql, sizeof(sql),
+			 "SELECT greatest(last_value - (NOT is_called)::int, 0) FROM lockq.%s", seqname);
+	rc = SPI_execute(sql, true, 1);
 	if (rc != SPI_OK_SELECT || SPI_processed != 1)
-		elog(ERROR, "could not read lockq.clock_seq");
+		elog(ERROR, "could not read lockq.%s", seqname);
 	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
 	return isnull ? 0 : DatumGetInt64(d);
 }
 
 /*
- * lq_store_clock_write sets the durable ceiling.  setval is not rolled back
- * and writes WAL; it becomes durable when the worker's transaction commits
- * synchronously, which the caller arranges.
+ * The durable values behind the clock, the tokens and the lease horizon
+ * (see lockq_worker.c).  setval is not rolled back and writes WAL; a value
+ * becomes durable when the worker's transaction commits with a flush,
+ * which the callers arrange.
  */
+int64
+lq_store_clock_read(void)
+{
+	return lq_seq_read(LQ_CLOCK_SEQ);
+}
+
+int64
+lq_store_token_read(void)
+{
+	return lq_seq_read(LQ_TOKEN_SEQ);
+}
+
+int64
+lq_store_horizon_read(void)
+{
+	return lq_seq_read(LQ_HORIZON_SEQ);
+}
+
+static void
+lq_setval(Oid seq, int64 value)
+{
+	DirectFunctionCall2(setval_oid, ObjectIdGetDatum(seq), Int64GetDatum(value));
+}
+
 void
 lq_store_clock_write(int64 ceiling)
 {
-	DirectFunctionCall2(setval_oid, ObjectIdGetDatum(lq_clock_seq),
-						Int64GetDatum(ceiling));
+	lq_setval(lq_clock_seq, ceiling);
+}
+
+void
+lq_store_token_write(int64 ceiling)
+{
+	lq_setval(lq_token_seq, ceiling);
+}
+
+void
+lq_store_horizon_write(int64 horizon)
+{
+	lq_setval(lq_horizon_seq, horizon);
 }
 
 /*
  * lq_store_after_restart runs once per server start, before anything is
- * served.  Every session died with the old server, so their grants and
- * their waiting backends go.  The time the service was down does not count
+ * served.  Every session died with the old server, so its grants and its
+ * waiting backends go.  The time the service was down does not count
  * against the remaining leases: a lease that had r microseconds left at the
  * last durable clock reading low (a lower bound of the stop time) gets r
  * microseconds from start.  So no lease ends earlier than its holder's own
- * reckoning, whatever the wall clock did meanwhile.
+ * reckoning, whatever the wall clock did meanwhile.  And no lease ends
+ * before floor (the end of the grace period after a crash), since a
+ * renewal that was returned before its flush may have been lost.
  */
 void
-lq_store_after_restart(int64 start, int64 low)
+lq_store_after_restart(int64 start, int64 low, int64 floor)
 {
-	Datum		values[2];
-	Oid			types[2] = {INT8OID, INT8OID};
+	Datum		values[3];
+	Oid			types[3] = {INT8OID, INT8OID, INT8OID};
 	int			rc;
 
 	rc = SPI_execute("DELETE FROM lockq.owners WHERE session_pid IS NOT NULL",
@@ -404,9 +404,10 @@ lq_store_after_restart(int64 start, int64 low)
 
 	values[0] = Int64GetDatum(start);
 	values[1] = Int64GetDatum(low);
+	values[2] = Int64GetDatum(floor);
 	rc = SPI_execute_with_args("UPDATE lockq.owners"
-							   " SET expires = $1 + greatest(0, expires - $2)",
-							   2, types, values, NULL, false, 0);
+							   " SET expires = greatest($1 + greatest(0, expires - $2), $3)",
+							   3, types, values, NULL, false, 0);
 	if (rc != SPI_OK_UPDATE)
 		elog(ERROR, "could not carry leases over the restart");
 }

@@ -19,6 +19,7 @@
 #include "fmgr.h"
 #include "funcapi.h"
 #include "utils/builtins.h"
+#include "utils/timestamp.h"
 
 #include "lockq.h"
 
@@ -45,12 +46,13 @@ static const LqStat lq_stat_columns[] = {
 	LQ_STAT_BATCH_ERRORS
 };
 
-#define LQ_STATS_NCOLS (lengthof(lq_stat_columns) + 3)
+#define LQ_STATS_NCOLS (lengthof(lq_stat_columns) + 4)
 
 /*
  * lockq_stats returns one row: the counters since the server started, the
- * current number of holders and waiters, and the worker's pid (NULL when it
- * is not running).  Counters are per shared-memory lifetime: a crash
+ * current number of holders and waiters, the worker's pid (NULL when it is
+ * not running), and the end of the grace period after a crash (NULL when
+ * there is none).  Counters are per shared-memory lifetime: a crash
  * restart resets them.
  */
 Datum
@@ -62,6 +64,7 @@ lockq_stats(PG_FUNCTION_ARGS)
 	int			i;
 	int			n = lengthof(lq_stat_columns);
 	int			pid;
+	int64		grace;
 
 	lq_check_available();
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
@@ -83,6 +86,11 @@ lockq_stats(PG_FUNCTION_ARGS)
 		nulls[n + 2] = true;
 	else
 		values[n + 2] = Int32GetDatum(pid);
+	grace = (int64) pg_atomic_read_u64(&lq_shared->grace_until);
+	if (grace == 0)
+		nulls[n + 3] = true;
+	else
+		values[n + 3] = TimestampTzGetDatum(lq_us_to_timestamptz(grace));
 
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
 }

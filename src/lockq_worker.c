@@ -10,12 +10,24 @@
  *	2. in one transaction: apply the requests in order, fire due timers
  *	   (lease expiry, timeouts, dropped client-side waiters), retry
  *	   hand-offs deferred by fenced transactions, queue the NOTIFYs;
- *	3. commit -- synchronously when the batch made a grant, a renewal or a
- *	   clock extension, asynchronously otherwise;
+ *	3. commit, flushed first or not (below);
  *	4. only then publish the answers into the slots and set the latches.
  *
- * Nothing a batch decides is visible before its commit, so a crash can
- * never have shown a token, a clock value or a lease that is not durable.
+ * Nothing a batch decides is visible before its commit.  Whether the commit
+ * is flushed before the answers go out depends on what the batch promised:
+ *	- clock values: always flushed (the clock's durable ceiling, lq_tick);
+ *	- tokens: issued from a counter under a durable ceiling that is raised
+ *	  LQ_TOKEN_RESERVE at a time, with a flush (lq_worker_next_token); a
+ *	  crash resumes above the ceiling, so no token shown is ever reissued;
+ *	- leases (grants, renewals): with lockq.synchronous_grants, or a ttl
+ *	  above lockq.max_grace, flushed first.  Otherwise returned before the
+ *	  flush, under the durable lease horizon: every such lease ends by the
+ *	  horizon, which is raised (with a flush) ahead of the leases.  After a
+ *	  crash nothing is granted until the clock passes the horizon, so a
+ *	  grant the crash took back cannot overlap a new one; a clean stop sets
+ *	  the horizon to 0 (nothing outstanding).  Session-bound grants need
+ *	  neither: a crash ends their sessions.
+ * Batches that only add or remove waiters never wait for a flush.
  * If a batch fails, the transaction rolls back, the in-memory state is
  * rebuilt from the tables and the requests are applied again, one per
  * transaction, so that a request that keeps failing is answered with its
@@ -92,7 +104,11 @@ static MemoryContext lq_batch_cxt = NULL;
 static List *lq_pubs = NIL;
 static List *lq_notices = NIL;
 static bool lq_need_sync = false;
-static int64 lq_pending_ceiling = 0;
+static int64 lq_pending_ceiling = 0;	/* clock ceiling made durable by this
+										 * batch */
+static int64 lq_pending_token_ceiling = 0;
+static int64 lq_pending_horizon = 0;
+static bool lq_spi_connected = false;
 static bool *lq_pub_pending = NULL;	/* per slot: an answer is in lq_pubs */
 
 /* Across batches. */
@@ -138,6 +154,51 @@ void
 lq_worker_need_sync(void)
 {
 	lq_need_sync = true;
+}
+
+/*
+ * lq_worker_next_token issues a fencing token: one above the last, raising
+ * the durable ceiling first when the reserve is used up.
+ */
+int64
+lq_worker_next_token(void)
+{
+	int64		token = (int64) pg_atomic_read_u64(&lq_shared->token_high) + 1;
+
+	if (token > Max(lq_shared->token_ceiling, lq_pending_token_ceiling))
+	{
+		int64		ceiling = token + LQ_TOKEN_RESERVE;
+
+		lq_store_token_write(ceiling);
+		lq_pending_token_ceiling = ceiling;
+		lq_need_sync = true;
+	}
+	pg_atomic_write_u64(&lq_shared->token_high, (uint64) token);
+	return token;
+}
+
+/*
+ * lq_worker_lease_shown is told of every lease end this batch will show (a
+ * grant or a renewal).  It decides whether the batch must be flushed before
+ * its answers go out, and keeps the lease horizon ahead of the leases.
+ */
+void
+lq_worker_lease_shown(int64 expires, int64 lease_us)
+{
+	if (lockq_synchronous_grants ||
+		lease_us > (int64) lockq_max_grace * USECS_PER_SEC)
+	{
+		lq_need_sync = true;
+		return;
+	}
+	if (expires > Max(lq_shared->horizon, lq_pending_horizon))
+	{
+		int64		horizon = expires + LQ_HORIZON_SLACK_US;
+
+		lq_store_horizon_write(horizon);
+		lq_pending_horizon = horizon;
+		lq_need_sync = true;
+	}
 }
 
 static void
@@ -455,16 +516,29 @@ lq_slots_in_flight(void)
 	return slots;
 }
 
+/*
+ * lq_begin_batch starts a batch's transaction.  The hot path writes rows
+ * with the heap routines and needs neither SPI nor a snapshot; loading the
+ * state does (lq_spi_connect).
+ */
 static void
 lq_begin_batch(void)
 {
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
+	lq_need_sync = false;
+	lq_pending_ceiling = 0;
+	lq_pending_token_ceiling = 0;
+	lq_pending_horizon = 0;
+}
+
+static void
+lq_spi_connect(void)
+{
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	PushActiveSnapshot(GetTransactionSnapshot());
-	lq_need_sync = false;
-	lq_pending_ceiling = 0;
+	lq_spi_connected = true;
 }
 
 /*
@@ -478,8 +552,12 @@ lq_commit_batch(void)
 
 	lq_emit_notices();
 	lq_store_end_batch(true);
-	SPI_finish();
-	PopActiveSnapshot();
+	if (lq_spi_connected)
+	{
+		SPI_finish();
+		PopActiveSnapshot();
+		lq_spi_connected = false;
+	}
 	/*
 	 * A batch that shows a token, a lease or a clock value must be flushed
 	 * before anyone sees it: never weaker than a local flush, and as strong
@@ -498,6 +576,10 @@ lq_commit_batch(void)
 
 	if (lq_pending_ceiling > 0)
 		lq_clock_publish_ceiling(lq_pending_ceiling);
+	if (lq_pending_token_ceiling > lq_shared->token_ceiling)
+		lq_shared->token_ceiling = lq_pending_token_ceiling;
+	if (lq_pending_horizon > lq_shared->horizon)
+		lq_shared->horizon = lq_pending_horizon;
 	lq_publish();
 	lq_state_publish_gauges();
 	lq_stat_add(LQ_STAT_BATCHES, 1);
@@ -514,12 +596,15 @@ lq_discard_batch(void)
 	int			i;
 
 	lq_store_end_batch(false);
+	lq_spi_connected = false;
 	for (i = 0; i < lq_shared->nslots; i++)
 		lq_pub_pending[i] = false;
 	lq_pubs = NIL;
 	lq_notices = NIL;
 	lq_need_sync = false;
 	lq_pending_ceiling = 0;
+	lq_pending_token_ceiling = 0;
+	lq_pending_horizon = 0;
 	MemoryContextReset(lq_batch_cxt);
 }
 
@@ -627,21 +712,58 @@ lq_recover(void)
 			int64		durable = 0;
 			int64		now;
 
+			int64		tokens;
+			int64		horizon;
+
 			lq_ext_oid = extoid;
+			lq_spi_connect();
 			lq_store_prepare();
 			durable = lq_store_clock_read();
+			tokens = lq_store_token_read();
+			horizon = lq_store_horizon_read();
 			if (pg_atomic_read_u32(&lq_shared->clock_ready) == 0)
 				lq_clock_setup(durable);
 			else
 				lq_clock_reopen(durable);
 			now = lq_clock_peek();
+
+			/*
+			 * Tokens continue above the durable ceiling (after a crash), or
+			 * above the last one issued (after the extension was dropped
+			 * and created again: lq_worker_next_token raises the new
+			 * sequence).
+			 */
+			lq_shared->token_ceiling = tokens;
+			if (first_start || (int64) pg_atomic_read_u64(&lq_shared->token_high) < tokens)
+				pg_atomic_write_u64(&lq_shared->token_high, (uint64) tokens);
+			lq_shared->horizon = horizon;
+
 			if (first_start)
 			{
-				lq_store_after_restart(now, durable - LQ_CLOCK_RESERVE_US);
+				int64		grace = 0;
+				int64		low = durable - LQ_CLOCK_RESERVE_US;
+
+				/*
+				 * A horizon left by a crash: leases returned before their
+				 * flush may be lost, and each ended by the horizon.  The
+				 * crash came no earlier than low (the durable clock ceiling
+				 * less its reserve), so none had more than horizon - low
+				 * left; as with the leases in the table (see
+				 * lq_store_after_restart), that much is counted from now,
+				 * whatever the wall clock did meanwhile.
+				 */
+				if (horizon > 0)
+					grace = now + Max(0, horizon - low);
+				pg_atomic_write_u64(&lq_shared->grace_until, (uint64) Max(grace, 0));
+				lq_store_after_restart(now, low, grace);
 				lq_need_sync = true;
+				if (grace > now)
+					ereport(LOG,
+							(errmsg("lockq grants nothing for %.1f s after the crash, until every lease that may have been lost has ended",
+									(grace - now) / 1e6)));
 			}
+			lq_state_set_grace((int64) pg_atomic_read_u64(&lq_shared->grace_until));
 			lq_state_load(now);
-			lq_store_token_floor();
 			if (!lq_careful)
 			{
 				List	   *slots = lq_slots_in_flight();
@@ -900,9 +1022,18 @@ lq_worker_stop(void)
 	lq_begin_batch();
 	PG_TRY();
 	{
+		/*
+		 * This commit is flushed, and with it everything before: no lease
+		 * is outstanding unflushed, so no grace is needed at the next start,
+		 * and tokens continue right after the last one issued.
+		 */
 		lq_store_clock_write(last);
+		lq_store_horizon_write(0);
+		if (pg_atomic_read_u64(&lq_shared->token_high) > 0)
+			lq_store_token_write((int64) pg_atomic_read_u64(&lq_shared->token_high));
 		lq_need_sync = true;
 		lq_commit_batch();
+		lq_shared->horizon = 0;
 	}
 	PG_CATCH();
 	{

@@ -108,9 +108,12 @@ $node->poll_query_until('postgres', 'SELECT worker_pid IS NOT NULL FROM lockq_st
 cmp_ok(wall_offset(), '<', -2900, 'restarted with the wall clock an hour behind');
 ok(now_us() > $last_now, 'lockq_now() continues above its last value');
 cmp_ok(clock_lead(), '>', 3500, 'so it runs ahead of the wall clock now');
-$t = scalar_query($node, "SELECT lockq_try('t2', 'o')");
+# a lease short enough to be returned before its flush (lockq.max_grace):
+# it moves the lease horizon, so the crash below leaves a grace period
+$t = scalar_query($node, "SELECT lockq_try('t2', 'o', '5 seconds')");
 ok($t > $max_token, 'tokens keep increasing');
 $max_token = $t;
+my $t2 = $t;
 is(scalar_query($node, "SELECT lockq_holds('durable', $durable)"), 't',
 	'the durable grant is still current');
 cmp_ok(remaining('durable'), '>', $rem - 10, 'and its lease did not shrink');
@@ -122,6 +125,20 @@ crash_restart($node);
 $node->poll_query_until('postgres', 'SELECT worker_pid IS NOT NULL FROM lockq_stats');
 cmp_ok(wall_offset(), '<', -7100, 'after a crash, the wall clock is two hours behind');
 ok(now_us() > $last_now, 'lockq_now() still continues above its last value');
+my $grace_left = scalar_query($node,
+	'SELECT extract(epoch FROM grace_until) - lockq_now() / 1000000.0 FROM lockq_stats');
+note "grace period left after the crash: ${grace_left}s";
+cmp_ok($grace_left, '>', 0, 'the crash left a grace period');
+cmp_ok($grace_left, '<', 5 + 2 + 5 + 1,
+	'bounded by the lease, its slack and the clock reserve, whatever the wall clock did');
+is(scalar_query($node, "SELECT lockq_holds('t2', $t2)"), 't',
+	'the 5 s lease granted before the crash is still current');
+is(scalar_query($node, "SELECT lockq_try('t3', 'o') IS NULL"), 't',
+	'nothing is granted during the grace period');
+ok($node->poll_query_until('postgres', 'SELECT grace_until IS NULL FROM lockq_stats'),
+	'the grace period ends');
+is(scalar_query($node, "SELECT lockq_holds('t2', $t2)"), 'f',
+	'and with it the 5 s lease');
 $t = scalar_query($node, "SELECT lockq_try('t3', 'o')");
 ok($t > $max_token, 'tokens keep increasing after the crash');
 $max_token = $t;

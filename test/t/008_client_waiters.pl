@@ -121,19 +121,21 @@ is(scalar_query($node, "SELECT string_agg(owner, ' ') FROM lockq_waiters WHERE l
 ok(scalar_query($node, 'SELECT dropped_waiters FROM lockq_stats') >= 1, 'counted');
 $dead->quit;
 
-# A waiter that keeps heartbeating stays, well past its interval.
-is(scalar_query($node, "SELECT lockq_enqueue('D', 'beating', '1 hour', NULL, '300 ms') IS NULL"),
-	't', 'a waiter with a 300 ms interval that heartbeats');
+# A waiter that keeps heartbeating stays, well past its interval.  (The
+# interval leaves room for a slow psql start between heartbeats.)
+is(scalar_query($node, "SELECT lockq_enqueue('D', 'beating', '1 hour', NULL, '1 s') IS NULL"),
+	't', 'a waiter with a 1 s interval that heartbeats');
 my $start = scalar_query($node, 'SELECT lockq_now()');
-while (scalar_query($node, "SELECT lockq_now() - $start") < 1_500_000)
+my $beats = 0;
+while (scalar_query($node, "SELECT lockq_now() - $start") < 3_500_000)
 {
 	my $since = scalar_query($node, 'SELECT lockq_now()');
-	$node->poll_query_until('postgres', "SELECT lockq_now() - $since > 100000");
-	is(scalar_query($node, "SELECT lockq_heartbeat('D', 'beating') IS NULL"), 't',
-		'heartbeat while queued');
+	$node->poll_query_until('postgres', "SELECT lockq_now() - $since > 300000");
+	$beats++ if scalar_query($node, "SELECT lockq_heartbeat('D', 'beating') IS NULL") eq 't';
 }
+cmp_ok($beats, '>=', 4, "$beats heartbeats while queued");
 is(scalar_query($node, "SELECT count(*) FROM lockq_waiters WHERE owner = 'beating'"), '1',
-	'after 1.5 s it is still queued');
+	'after 3.5 s it is still queued');
 scalar_query($node, "SELECT lockq_cancel('D', 'beating')");
 scalar_query($node, "SELECT lockq_release('D', 'holder')");
 is(scalar_query($node, "SELECT owner FROM lockq_locks WHERE lock_id = 'D'"), 'alive',
