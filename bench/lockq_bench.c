@@ -564,16 +564,18 @@ run_expiry(int n, double *p50, double *p99)
 		int64_t		expires;
 
 		snprintf(key, sizeof(key), "exp:%d", i);
+		exec1(mon, "SELECT lockq_try($1, 'vanished', '200 ms')", key);
+		/* a new statement: its snapshot sees the grant */
 		res = PQexecParams(mon,
-						   "SELECT lockq_try($1, 'vanished', '200 ms'),"
-						   " (SELECT (extract(epoch FROM expires) * 1000000)::int8 FROM lockq_locks WHERE lock_id = $1)",
+						   "SELECT (extract(epoch FROM expires) * 1000000)::int8 FROM lockq_locks WHERE lock_id = $1",
 						   1, NULL, params, NULL, NULL, 0);
-		if (PQresultStatus(res) != PGRES_TUPLES_OK)
+		if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1)
 		{
-			fprintf(stderr, "expiry: %s", PQresultErrorMessage(res));
+			fprintf(stderr, "expiry: the grant is not in lockq_locks: %s",
+					PQresultErrorMessage(res));
 			exit(1);
 		}
-		expires = strtoll(PQgetvalue(res, 0, 1), NULL, 10);
+		expires = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
 		PQclear(res);
 		exec1(w, "SELECT lockq_get($1, 'next', '10 s')", key);
 		res = PQexecParams(w,

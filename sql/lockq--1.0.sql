@@ -10,10 +10,13 @@ REVOKE ALL ON SCHEMA lockq FROM PUBLIC;
 
 -- One row per current grant.  Times are lockq_now() microseconds.
 -- session_pid/session_start are set for locks bound to a session (owner NULL).
+-- Keyed by token, which is new for every grant: a unique index on lock_id
+-- would make every grant of a busy lock check all the dead versions of its
+-- row (see DESIGN.md).  The lock server keeps one row per lock.
 CREATE TABLE lockq.owners (
-	lock_id			text COLLATE "C" PRIMARY KEY,
+	lock_id			text COLLATE "C" NOT NULL,
 	owner			text COLLATE "C" NOT NULL,
-	token			bigint NOT NULL UNIQUE,
+	token			bigint PRIMARY KEY,
 	ttl				bigint NOT NULL CHECK (ttl > 0),
 	acquired		bigint NOT NULL,
 	expires			bigint NOT NULL,
@@ -25,20 +28,17 @@ CREATE TABLE lockq.owners (
 
 -- One row per client-side waiter (lockq_enqueue), served in (ts, owner)
 -- order within each lock, together with the sessions blocked in lockq_get,
--- which live only in shared memory (see lockq_waiters).
+-- which live only in shared memory (see lockq_waiters).  ttl is the lease
+-- the waiter asked for, heartbeat the most it may stay silent (µs).
 CREATE TABLE lockq.queue (
 	lock_id			text COLLATE "C" NOT NULL,
 	ts				bigint NOT NULL,
 	owner			text COLLATE "C" NOT NULL,
-	kind			text NOT NULL CHECK (kind IN ('backend', 'client')),
 	ttl				bigint NOT NULL CHECK (ttl > 0),
-	heartbeat		bigint,
-	session_pid		integer,
-	session_start	bigint,
+	heartbeat		bigint NOT NULL CHECK (heartbeat > 0),
 	role			oid NOT NULL,
 	channel			text COLLATE "C",
-	PRIMARY KEY (lock_id, ts, owner),
-	UNIQUE (lock_id, owner)
+	PRIMARY KEY (lock_id, ts, owner)
 );
 
 -- Fencing tokens: strictly increasing over all grants, forever.
@@ -191,7 +191,8 @@ CREATE VIEW lockq_waiters AS
 		   pg_catalog.pg_get_userbyid(w.role) AS role,
 		   w.session_pid,
 		   w.ts
-	  FROM (SELECT q.lock_id, q.owner, q.ts, q.kind, q.role, q.session_pid
+	  FROM (SELECT q.lock_id, q.owner, q.ts, 'client' AS kind, q.role,
+				   NULL::integer AS session_pid
 			  FROM lockq.queue q
 			UNION ALL
 			SELECT b.lock_id, b.owner, b.ts, 'backend', b.role, b.session_pid

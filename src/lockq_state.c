@@ -513,11 +513,8 @@ lq_waiter_create(LqLock *lock, const char *owner, bool client, int64 ts,
 		row.lock_id = lock->lock_id;
 		row.ts = w->ts;
 		row.owner = owner;
-		row.client = client;
 		row.ttl = ttl;
 		row.heartbeat = heartbeat;
-		row.session_pid = w->session_pid;
-		row.session_start = w->session_start;
 		row.role = role;
 		row.channel = w->channel;
 		lq_store_queue_insert(&row, &w->row_tid);
@@ -888,11 +885,8 @@ lq_refresh_waiter(LqWaiter *w, const LqRequest *req, int64 now)
 			row.lock_id = w->lock->lock_id;
 			row.ts = w->ts;
 			row.owner = w->key.owner;
-			row.client = true;
 			row.ttl = w->ttl;
 			row.heartbeat = w->heartbeat;
-			row.session_pid = 0;
-			row.session_start = 0;
 			row.role = w->role;
 			row.channel = w->channel;
 			lq_store_queue_insert(&row, &w->row_tid);
@@ -1299,6 +1293,13 @@ lq_load_owner(const LqOwnerRow *row, void *arg)
 	LqLoad	   *load = arg;
 	LqLock	   *lock = lq_lock_lookup(row->lock_id, true);
 
+	/* the tables have no unique key on lock_id: check it here */
+	if (lock->held)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("lockq.owners holds two grants of lock \"%s\" (tokens %lld and %lld)",
+						row->lock_id, (long long) lock->token,
+						(long long) row->token)));
 	lock->held = true;
 	lock->ending = false;
 	lock->confirmed = true;
@@ -1337,26 +1338,22 @@ static void
 lq_load_waiter(const LqQueueRow *row, void *arg)
 {
 	LqLoad	   *load = arg;
-	LqLock	   *lock = lq_lock_lookup(row->lock_id, true);
+	LqLock	   *lock;
 	LqWaiter   *w;
 
-	if (row->client)
-	{
-		w = lq_waiter_create(lock, row->owner, true, row->ts, false, row->ttl,
-							 row->heartbeat, row->role, row->channel, -1, 0,
-							 0, 0);
-		w->row_tid = row->tid;
-		/* a fresh heartbeat window: the client could not reach us */
-		lq_timer_arm(&w->timer, load->now + w->heartbeat);
-	}
-	else
-	{
-		/* a row of a backend waiter: those live in the slots now */
-		ItemPointerData tid = row->tid;
-
-		lq_store_queue_delete(&tid);
-		lq_lock_maybe_drop(lock);
-	}
+	/* the tables have no unique key on (lock_id, owner): check it here */
+	if (lq_waiter_lookup(row->lock_id, row->owner) != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("lockq.queue holds owner \"%s\" twice for lock \"%s\"",
+						row->owner, row->lock_id)));
+	lock = lq_lock_lookup(row->lock_id, true);
+	w = lq_waiter_create(lock, row->owner, true, row->ts, false, row->ttl,
+						 row->heartbeat, row->role, row->channel, -1, 0,
+						 0, 0);
+	w->row_tid = row->tid;
+	/* a fresh heartbeat window: the client could not reach us */
+	lq_timer_arm(&w->timer, load->now + w->heartbeat);
 }
 
 /*

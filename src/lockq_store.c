@@ -62,7 +62,7 @@
 #define OWN_ACQUIRED		5
 #define OWN_EXPIRES			6
 #define OWN_NATTS			10
-#define QUE_NATTS			10
+#define QUE_NATTS			7
 
 static Oid	lq_owners_rel = InvalidOid;
 static Oid	lq_queue_rel = InvalidOid;
@@ -279,18 +279,13 @@ lq_store_queue_insert(const LqQueueRow *row, ItemPointer tid)
 	values[0] = lq_text(row->lock_id);
 	values[1] = Int64GetDatum(row->ts);
 	values[2] = lq_text(row->owner);
-	values[3] = lq_text(row->client ? "client" : "backend");
-	values[4] = Int64GetDatum(row->ttl);
-	values[5] = Int64GetDatum(row->heartbeat);
-	values[6] = Int32GetDatum(row->session_pid);
-	values[7] = Int64GetDatum(row->session_start);
-	values[8] = ObjectIdGetDatum(row->role);
-	nulls[6] = nulls[7] = row->client;
-	nulls[5] = !row->client;
+	values[3] = Int64GetDatum(row->ttl);
+	values[4] = Int64GetDatum(row->heartbeat);
+	values[5] = ObjectIdGetDatum(row->role);
 	if (row->channel != NULL && row->channel[0] != '\0')
-		values[9] = lq_text(row->channel);
+		values[6] = lq_text(row->channel);
 	else
-		nulls[9] = true;
+		nulls[6] = true;
 	tup = heap_form_tuple(RelationGetDescr(lq_queue), values, nulls);
 	CatalogTupleInsertWithInfo(lq_queue, tup, lq_queue_idx);
 	*tid = tup->t_self;
@@ -378,8 +373,7 @@ lq_store_horizon_write(int64 horizon)
 
 /*
  * lq_store_after_restart runs once per server start, before anything is
- * served.  Every session died with the old server, so its grants and its
- * waiting backends go.  The time the service was down does not count
+ * served.  Every session died with the old server, so its grants go.  The time the service was down does not count
  * against the remaining leases: a lease that had r microseconds left at the
  * last durable clock reading low (a lower bound of the stop time) gets r
  * microseconds from start.  So no lease ends earlier than its holder's own
@@ -398,9 +392,6 @@ lq_store_after_restart(int64 start, int64 low, int64 floor)
 					 false, 0);
 	if (rc != SPI_OK_DELETE)
 		elog(ERROR, "could not purge session-bound grants");
-	rc = SPI_execute("DELETE FROM lockq.queue WHERE kind = 'backend'", false, 0);
-	if (rc != SPI_OK_DELETE)
-		elog(ERROR, "could not purge waiting backends");
 
 	values[0] = Int64GetDatum(start);
 	values[1] = Int64GetDatum(low);
@@ -533,20 +524,15 @@ lq_emit_queue(HeapTuple tup, TupleDesc desc, void *arg)
 {
 	LqQueueScan *scan = arg;
 	LqQueueRow	row;
-	char	   *kind;
 
 	row.lock_id = lq_getstr(tup, desc, 1);
 	row.ts = lq_getint64(tup, desc, 2, 0);
 	row.owner = lq_getstr(tup, desc, 3);
-	kind = lq_getstr(tup, desc, 4);
-	row.client = (kind != NULL && strcmp(kind, "client") == 0);
-	row.ttl = lq_getint64(tup, desc, 5, 0);
-	row.heartbeat = lq_getint64(tup, desc, 6, 0);
-	row.session_pid = lq_getint32(tup, desc, 7, 0);
-	row.session_start = lq_getint64(tup, desc, 8, 0);
-	row.role = (Oid) lq_getint64(tup, desc, 9, 0);
-	row.channel = lq_getstr(tup, desc, 10);
-	lq_gettid(tup, desc, 11, &row.tid);
+	row.ttl = lq_getint64(tup, desc, 4, 0);
+	row.heartbeat = lq_getint64(tup, desc, 5, 0);
+	row.role = (Oid) lq_getint64(tup, desc, 6, 0);
+	row.channel = lq_getstr(tup, desc, 7);
+	lq_gettid(tup, desc, 8, &row.tid);
 	scan->cb(&row, scan->arg);
 }
 
@@ -558,24 +544,27 @@ lq_store_load_queue(lq_queue_cb cb, void *arg)
 {
 	LqQueueScan scan = {cb, arg};
 
-	lq_scan("SELECT lock_id, ts, owner, kind, ttl, heartbeat,"
-			" session_pid, session_start, role::int8, channel, ctid"
+	lq_scan("SELECT lock_id, ts, owner, ttl, heartbeat, role::int8, channel, ctid"
 			" FROM lockq.queue ORDER BY lock_id, ts, owner",
 			lq_emit_queue, &scan);
 }
 
 /*
  * lq_owner_row_is_current tests a heap tuple of lockq.owners against the
- * token and the clock.
+ * lock, the token and the clock.
  */
 static bool
-lq_owner_row_is_current(TupleTableSlot *slot, int64 token, int64 now)
+lq_owner_row_is_current(TupleTableSlot *slot, const char *lock_id,
+						int64 token, int64 now)
 {
 	bool		isnull;
 	Datum		d;
 
 	d = slot_getattr(slot, OWN_TOKEN, &isnull);
 	if (isnull || DatumGetInt64(d) != token)
+		return false;
+	d = slot_getattr(slot, OWN_LOCK_ID, &isnull);
+	if (isnull || strcmp(TextDatumGetCString(d), lock_id) != 0)
 		return false;
 	d = slot_getattr(slot, OWN_EXPIRES, &isnull);
 	if (isnull || DatumGetInt64(d) <= now)
@@ -585,13 +574,14 @@ lq_owner_row_is_current(TupleTableSlot *slot, int64 token, int64 now)
 
 /*
  * lq_store_holds is lockq_holds' check, run in the caller's transaction.
- * It finds the lock's row with the latest snapshot (whatever the isolation
- * level), and if the token matches and the lease has not run out, takes a
- * KEY SHARE row lock on the newest version and checks again.  The row lock
- * lasts until the caller's transaction ends and blocks the worker's DELETE
- * of the row, so the lock cannot be handed to anyone else meanwhile.
- * Renewals are non-key updates and pass.  Bypasses table privileges: the
- * caller learns only true or false.
+ * It finds the grant's row by its token with the latest snapshot (whatever
+ * the isolation level), and if the row is the lock's and the lease has not
+ * run out, takes a KEY SHARE row lock on the newest version and checks
+ * again.  The row lock lasts until the caller's transaction ends and blocks
+ * the worker's DELETE of the row, so the lock cannot be handed to anyone
+ * else meanwhile.  Renewals change no key column (the key is the token)
+ * and pass.  Bypasses table privileges: the caller learns only true or
+ * false.
  */
 bool
 lq_store_holds(const char *lock_id, int64 token, int64 now)
@@ -621,13 +611,13 @@ lq_store_holds(const char *lock_id, int64 token, int64 now)
 	snapshot = RegisterSnapshot(GetLatestSnapshot());
 	slot = table_slot_create(rel, NULL);
 
-	ScanKeyInit(&key, 1, BTEqualStrategyNumber, F_TEXTEQ,
-				CStringGetTextDatum(lock_id));
+	ScanKeyInit(&key, 1, BTEqualStrategyNumber, F_INT8EQ,
+				Int64GetDatum(token));
 	scan = index_beginscan(rel, irel, snapshot, 1, 0);
 	index_rescan(scan, &key, 1, NULL, 0);
 
 	if (index_getnext_slot(scan, ForwardScanDirection, slot) &&
-		lq_owner_row_is_current(slot, token, now))
+		lq_owner_row_is_current(slot, lock_id, token, now))
 	{
 		ItemPointerData tid = slot->tts_tid;
 		TM_FailureData tmfd;
@@ -638,7 +628,7 @@ lq_store_holds(const char *lock_id, int64 token, int64 now)
 							   LockTupleKeyShare, LockWaitBlock,
 							   TUPLE_LOCK_FLAG_FIND_LAST_VERSION, &tmfd);
 		if (res == TM_Ok)
-			result = lq_owner_row_is_current(slot, token, now);
+			result = lq_owner_row_is_current(slot, lock_id, token, now);
 	}
 
 	index_endscan(scan);

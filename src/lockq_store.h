@@ -39,11 +39,8 @@ typedef struct LqQueueRow
 	const char *lock_id;
 	int64		ts;
 	const char *owner;
-	bool		client;			/* kind 'client', else 'backend' */
 	int64		ttl;
-	int64		heartbeat;		/* client waiters: µs between heartbeats */
-	int			session_pid;	/* backend waiters: the waiting backend */
-	int64		session_start;
+	int64		heartbeat;		/* µs allowed between heartbeats */
 	Oid			role;
 	const char *channel;
 } LqQueueRow;

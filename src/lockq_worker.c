@@ -954,6 +954,7 @@ lq_cycle(void)
 	int64		due;
 	int64		now;
 	long		sleep_ms = LQ_IDLE_SLEEP_MS;
+	long		stats_ms;
 	int			rounds;
 
 	if (lq_need_recover || !lq_ready)
@@ -979,6 +980,15 @@ lq_cycle(void)
 			break;
 		CHECK_FOR_INTERRUPTS();
 	}
+
+	/*
+	 * Report the table statistics (rate-limited by pgstat itself): without
+	 * them autovacuum never learns of the dead rows every grant leaves in
+	 * lockq.owners.  A report that had to wait says when to try again.
+	 */
+	stats_ms = pgstat_report_stat(false);
+	if (stats_ms > 0)
+		sleep_ms = Min(sleep_ms, stats_ms);
 
 	now = lq_clock_peek();
 	due = lq_state_next_deadline();
