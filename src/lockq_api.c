@@ -35,6 +35,7 @@
 #include "storage/proc.h"
 #include "tcop/tcopprot.h"
 #include "utils/builtins.h"
+#include "utils/memutils.h"
 #include "utils/timestamp.h"
 
 #include "lockq.h"
@@ -256,6 +257,33 @@ lq_wait_idle(LqSlot *slot)
 }
 
 /*
+ * lq_wait_set returns this backend's wait set for lq_call, made on first
+ * use and kept: our latch, postmaster death, and the client's socket
+ * closing (where the platform can report that).  Building a set for every
+ * wait would cost an epoll instance and four system calls per call.
+ */
+static WaitEventSet *
+lq_wait_set(void)
+{
+	static WaitEventSet *set = NULL;
+
+	if (set == NULL)
+	{
+		bool		watch_socket = MyProcPort != NULL &&
+			whereToSendOutput == DestRemote && WaitEventSetCanReportClosed();
+
+		set = CreateWaitEventSet(TopMemoryContext, watch_socket ? 3 : 2);
+		AddWaitEventToSet(set, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
+		AddWaitEventToSet(set, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL,
+						  NULL);
+		if (watch_socket)
+			AddWaitEventToSet(set, WL_SOCKET_CLOSED, MyProcPort->sock, NULL,
+							  NULL);
+	}
+	return set;
+}
+
+/*
  * lq_call sends one request to the worker and sleeps until it answers.
  * The sleep is interruptible; see lq_call_cleanup for what an interrupt
  * leaves behind (nothing).  The caller checks the result's status.
@@ -266,8 +294,7 @@ lq_call(LqRequest *req)
 	int			slotno;
 	LqSlot	   *slot;
 	LqResult	res;
-	int			events = WL_LATCH_SET | WL_EXIT_ON_PM_DEATH;
-	pgsocket	sock = PGINVALID_SOCKET;
+	WaitEventSet *set = lq_wait_set();
 
 	lq_attach();
 	slotno = lq_my_slotno();
@@ -287,23 +314,12 @@ lq_call(LqRequest *req)
 	lq_ring_push(slotno);
 	lq_wake_worker();
 
-	/*
-	 * While we sleep we also watch the client's socket: a client that went
-	 * away must not keep its place in the queue until it would be granted.
-	 */
-	if (MyProcPort != NULL && whereToSendOutput == DestRemote &&
-		WaitEventSetCanReportClosed())
-	{
-		events |= WL_SOCKET_CLOSED;
-		sock = MyProcPort->sock;
-	}
-
 	PG_ENSURE_ERROR_CLEANUP(lq_call_cleanup, Int32GetDatum(slotno));
 	{
 		for (;;)
 		{
 			bool		done = false;
-			int			rc;
+			WaitEvent	ev;
 
 			SpinLockAcquire(&slot->mutex);
 			if (slot->state == LQ_SLOT_DONE)
@@ -316,10 +332,15 @@ lq_call(LqRequest *req)
 			if (done)
 				break;
 
-			rc = WaitLatchOrSocket(MyLatch, events, sock, -1L,
-								   PG_WAIT_EXTENSION);
+			/*
+			 * While we sleep we also watch the client's socket: a client
+			 * that went away must not keep its place in the queue until it
+			 * would be granted.
+			 */
+			if (WaitEventSetWait(set, -1L, &ev, 1, PG_WAIT_EXTENSION) != 1)
+				ev.events = 0;
 			ResetLatch(MyLatch);
-			if (rc & WL_SOCKET_CLOSED)
+			if (ev.events & WL_SOCKET_CLOSED)
 			{
 				/* as ProcessInterrupts does for ClientConnectionLost */
 				whereToSendOutput = DestNone;
