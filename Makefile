@@ -11,15 +11,18 @@
 
 EXTENSION = lockq
 MODULE_big = lockq
-OBJS = src/lockq.o src/lockq_api.o src/lockq_clock.o src/lockq_shmem.o \
-	   src/lockq_state.o src/lockq_store.o src/lockq_views.o src/lockq_worker.o
+OBJS = src/lockq.o src/lockq_api.o src/lockq_clock.o src/lockq_grants.o \
+	   src/lockq_shmem.o src/lockq_state.o src/lockq_store.o src/lockq_views.o \
+	   src/lockq_worker.o
 DATA = $(wildcard sql/lockq--*.sql)
 PGFILEDESC = "lockq - fair, durable, lease-based locks"
 
-REGRESS = lockq_setup lockq_basic lockq_errors lockq_client lockq_views
+REGRESS = lockq_setup lockq_basic lockq_errors lockq_client lockq_views \
+	  lockq_session
 REGRESS_OPTS = --temp-instance=./tmp_check --temp-config=test/regress.conf
 
-ISOLATION = lockq_try lockq_release lockq_reentrant lockq_holds lockq_wait
+ISOLATION = lockq_try lockq_release lockq_reentrant lockq_holds lockq_wait \
+	    lockq_holds_session
 ISOLATION_OPTS = --inputdir=test --temp-instance=./tmp_check_iso \
 	--temp-config=test/isolation.conf
 

@@ -8,11 +8,13 @@
 CREATE SCHEMA lockq;
 REVOKE ALL ON SCHEMA lockq FROM PUBLIC;
 
--- One row per current grant.  Times are lockq_now() microseconds.
--- session_pid/session_start are set for locks bound to a session (owner NULL).
--- Keyed by token, which is new for every grant: a unique index on lock_id
--- would make every grant of a busy lock check all the dead versions of its
--- row (see DESIGN.md).  The lock server keeps one row per lock.
+-- One row per current grant that outlives its session (an explicit owner).
+-- Locks bound to a session (owner NULL) are kept in shared memory only: a
+-- crash ends their sessions anyway (see lockq_session_grants).  Times are
+-- lockq_now() microseconds.  Keyed by token, which is new for every grant:
+-- a unique index on lock_id would make every grant of a busy lock check all
+-- the dead versions of its row (see DESIGN.md).  The lock server keeps one
+-- row per lock.
 CREATE TABLE lockq.owners (
 	lock_id			text COLLATE "C" NOT NULL,
 	owner			text COLLATE "C" NOT NULL,
@@ -20,8 +22,6 @@ CREATE TABLE lockq.owners (
 	ttl				bigint NOT NULL CHECK (ttl > 0),
 	acquired		bigint NOT NULL,
 	expires			bigint NOT NULL,
-	session_pid		integer,
-	session_start	bigint,
 	role			oid NOT NULL,
 	channel			text COLLATE "C"
 );
@@ -159,17 +159,33 @@ LANGUAGE C VOLATILE PARALLEL RESTRICTED;
 COMMENT ON FUNCTION lockq_stats() IS
 'Counters of the lock server since the server started, and the current number of holders and waiters.';
 
+CREATE FUNCTION lockq_session_grants(
+	OUT lock_id text, OUT owner text, OUT token bigint, OUT ttl bigint,
+	OUT acquired bigint, OUT expires bigint, OUT session_pid integer,
+	OUT role oid)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'lockq_session_grants'
+LANGUAGE C VOLATILE PARALLEL RESTRICTED;
+COMMENT ON FUNCTION lockq_session_grants() IS
+'The current locks bound to a session (owner NULL), from shared memory (they end with their session and are not stored in lockq.owners); empty where lockq does not run (not preloaded, another database, a standby).';
+
 CREATE VIEW lockq_locks AS
-	SELECT o.lock_id,
-		   o.owner,
-		   o.token,
-		   pg_catalog.pg_get_userbyid(o.role) AS role,
-		   TIMESTAMPTZ 'epoch' OPERATOR(pg_catalog.+) (o.acquired OPERATOR(pg_catalog.*) INTERVAL '1 microsecond') AS acquired,
-		   TIMESTAMPTZ 'epoch' OPERATOR(pg_catalog.+) (o.expires OPERATOR(pg_catalog.*) INTERVAL '1 microsecond') AS expires,
-		   o.ttl OPERATOR(pg_catalog.*) INTERVAL '1 microsecond' AS ttl,
-		   o.session_pid
-	  FROM lockq.owners o
-	 ORDER BY o.lock_id;
+	SELECT g.lock_id,
+		   g.owner,
+		   g.token,
+		   pg_catalog.pg_get_userbyid(g.role) AS role,
+		   TIMESTAMPTZ 'epoch' OPERATOR(pg_catalog.+) (g.acquired OPERATOR(pg_catalog.*) INTERVAL '1 microsecond') AS acquired,
+		   TIMESTAMPTZ 'epoch' OPERATOR(pg_catalog.+) (g.expires OPERATOR(pg_catalog.*) INTERVAL '1 microsecond') AS expires,
+		   g.ttl OPERATOR(pg_catalog.*) INTERVAL '1 microsecond' AS ttl,
+		   g.session_pid
+	  FROM (SELECT o.lock_id, o.owner, o.token, o.role, o.acquired, o.expires,
+				   o.ttl, NULL::integer AS session_pid
+			  FROM lockq.owners o
+			UNION ALL
+			SELECT s.lock_id, s.owner, s.token, s.role, s.acquired, s.expires,
+				   s.ttl, s.session_pid
+			  FROM lockq_session_grants() s) g
+	 ORDER BY g.lock_id;
 COMMENT ON VIEW lockq_locks IS
 'Current grants: one row per held lock. session_pid is set for locks that end with their session.';
 
@@ -180,7 +196,7 @@ RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'lockq_waiting_backends'
 LANGUAGE C VOLATILE PARALLEL RESTRICTED;
 COMMENT ON FUNCTION lockq_waiting_backends() IS
-'The lockq_get calls waiting in a queue, from shared memory (they end with their session and are not stored in lockq.queue).';
+'The lockq_get calls waiting in a queue, from shared memory (they end with their session and are not stored in lockq.queue); empty where lockq does not run.';
 
 CREATE VIEW lockq_waiters AS
 	SELECT w.lock_id,

@@ -37,6 +37,7 @@ int			lockq_max_waiters = 100000;
 int			lockq_batch_size = 1024;
 bool		lockq_synchronous_grants = false;
 int			lockq_max_grace = 60;
+int			lockq_session_locks_per_backend = 64;
 
 void		_PG_init(void);
 
@@ -107,6 +108,14 @@ _PG_init(void)
 							   "postgres",
 							   PGC_POSTMASTER, 0,
 							   NULL, NULL, NULL);
+
+	DefineCustomIntVariable("lockq.session_locks_per_backend",
+							"Sets the room for session-bound locks in shared memory, per backend.",
+							"Locks taken with owner NULL are kept in shared memory; the room is shared by all sessions, so one may hold more when others hold fewer.",
+							&lockq_session_locks_per_backend,
+							64, 1, 100000,
+							PGC_POSTMASTER, 0,
+							NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("lockq");
 

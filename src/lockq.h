@@ -126,7 +126,14 @@ typedef struct LqResult
 	int64		token;
 	int			sqlerrcode;
 	char		message[LQ_ERRMSG_LEN];
+	char		hint[LQ_ERRMSG_LEN];	/* empty: none */
 } LqResult;
+
+/*
+ * Releases of session-bound locks that the backend answered itself (see
+ * lockq_release); at most this many wait per slot for the worker.
+ */
+#define LQ_MAX_QUICK_RELEASES	4
 
 typedef struct LqSlot
 {
@@ -143,8 +150,38 @@ typedef struct LqSlot
 								 * (lockq time), else 0; set by the worker */
 	LqRequest	req;
 	LqResult	res;
+	int			nquick;			/* quick releases the worker has not done */
+	int64		quick_tokens[LQ_MAX_QUICK_RELEASES];	/* oldest first */
 	ConditionVariable freed;	/* broadcast when the slot becomes FREE */
 } LqSlot;
+
+/*
+ * A session-bound grant (owner NULL), kept in shared memory instead of
+ * lockq.owners: see lockq_grants.c.  Written by the worker only; end and
+ * fences are what lockq_holds and the worker coordinate on.
+ */
+typedef enum LqGrantEnd
+{
+	LQ_GRANT_CURRENT = 0,
+	LQ_GRANT_ENDING,			/* ended by a batch not yet published */
+	LQ_GRANT_ENDED				/* over; waits for fenced transactions */
+} LqGrantEnd;
+
+typedef struct LqSessionGrant
+{
+	int64		token;			/* hash key, must be first */
+	char		lock_id[LQ_MAX_ID_LEN + 1];
+	int			pid;			/* the session */
+	int64		session_start;
+	Oid			role;
+	int64		ttl;
+	int64		acquired;
+	int64		expires;
+	LqGrantEnd	end;
+	bool		released;		/* its session released it; the worker has
+								 * yet to act on that (quick release) */
+	pg_atomic_uint32 fences;	/* transactions fenced on it (lockq_holds) */
+} LqSessionGrant;
 
 /* Counters shown by lockq_stats. */
 typedef enum LqStat
@@ -190,6 +227,8 @@ typedef struct LqShared
 	 */
 	pg_atomic_uint64 token_high;
 	int64		token_ceiling;
+	Oid			grants_extoid;	/* the installation the session-bound
+								 * grants (lockq_grants.c) belong to */
 	int64		horizon;
 	pg_atomic_uint64 grace_until;
 
@@ -223,6 +262,7 @@ extern int	lockq_max_ttl;		/* seconds */
 extern int	lockq_waiter_timeout;	/* milliseconds */
 extern int	lockq_max_waiters;
 extern int	lockq_batch_size;
+extern int	lockq_session_locks_per_backend;
 
 /* lockq_shmem.c */
 extern LqShared *lq_shared;
@@ -231,9 +271,31 @@ extern void lq_shmem_request(void);
 extern void lq_shmem_startup(void);
 extern void lq_shmem_init_hooks(void);
 extern void lq_ring_push(int slotno);
+extern void lq_ring_push_release(int slotno);
 extern int	lq_ring_drain(int *out, int max, bool *overflow);
 extern void lq_wake_worker(void);
 extern void lq_stat_add(LqStat stat, uint64 n);
+
+/* lockq_grants.c */
+extern Size lq_grants_shmem_size(void);
+extern void lq_grants_shmem_request(void);
+extern void lq_grants_shmem_startup(void);
+extern int	lq_grants_max(void);
+extern void lq_grants_put(const LqSessionGrant *g);
+extern void lq_grants_delete(int64 token);
+extern uint32 lq_grants_begin_end(int64 token);
+extern void lq_grants_set_ended(int64 token, int64 expires);
+extern uint32 lq_grants_fences(int64 token);
+extern void lq_grants_undo_ending(void);
+extern void lq_grants_clear(void);
+extern LqSessionGrant *lq_grants_copy(int *n);
+extern int	lq_grants_holds(const char *lock_id, int64 token, int64 now);
+extern bool lq_grants_mark_released(const char *lock_id, int64 token,
+									int pid, int64 session_start, int64 now);
+extern bool lq_grants_is_released(int64 token);
+extern bool lq_grants_lock_id(int64 token, char *lock_id);
+extern int	lq_grants_nfences(void);
+extern bool lq_grants_release_fences(void);
 
 /* lockq_clock.c */
 extern int64 lq_wall_us(void);
@@ -242,6 +304,7 @@ extern int64 lq_clock_peek(void);
 extern bool lq_clock_next(int64 limit, int64 *result);
 
 /* lockq_api.c */
+extern bool lq_is_available(void);
 extern void lq_check_available(void);
 extern LqResult lq_call(LqRequest *req);
 extern void lq_format_session_owner(char *buf, size_t len, int pid,

@@ -59,6 +59,15 @@ PG_FUNCTION_INFO_V1(lockq_session_owner);
 static int	lq_db_checked = 0;	/* 0 unknown, 1 right database, -1 wrong */
 static bool lq_attached = false;
 static bool lq_fenced = false;	/* this transaction holds a fencing lock */
+
+/* This session's session-bound grants as it was told them: lock -> token. */
+typedef struct LqMyGrant
+{
+	char		lock_id[LQ_MAX_ID_LEN + 1];	/* hash key, must be first */
+	int64		token;
+} LqMyGrant;
+
+static HTAB *lq_my_grants = NULL;
 static bool lq_xact_cb_registered = false;
 
 static int
@@ -72,6 +81,25 @@ lq_format_session_owner(char *buf, size_t len, int pid, int64 session_start)
 {
 	snprintf(buf, len, LQ_SESSION_PREFIX "%d:" INT64_FORMAT, pid,
 			 session_start);
+}
+
+/*
+ * lq_is_available: can lockq serve this backend (the library was
+ * preloaded, this is the lockq database, the server is not in recovery)?
+ * The views' functions show nothing from shared memory otherwise.
+ */
+bool
+lq_is_available(void)
+{
+	if (lq_shared == NULL || lockq_database == NULL)
+		return false;
+	if (lq_db_checked == 0)
+	{
+		char	   *dbname = get_database_name(MyDatabaseId);
+
+		lq_db_checked = (dbname != NULL && strcmp(dbname, lockq_database) == 0) ? 1 : -1;
+	}
+	return lq_db_checked > 0 && !RecoveryInProgress();
 }
 
 /*
@@ -366,7 +394,8 @@ lq_raise_if_error(const LqResult *res)
 	if (res->status == LQ_ST_ERROR)
 		ereport(ERROR,
 				(errcode(res->sqlerrcode),
-				 errmsg("%s", res->message)));
+				 errmsg("%s", res->message),
+				 res->hint[0] != '\0' ? errhint("%s", res->hint) : 0));
 }
 
 /*
@@ -523,6 +552,85 @@ lq_bool_result(const LqResult *res)
 }
 
 /*
+ * lq_my_grant remembers (token > 0) or forgets (0) the token under which
+ * this session holds a session-bound lock, for quick releases.
+ */
+static void
+lq_my_grant(const char *lock_id, int64 token)
+{
+	LqMyGrant  *g;
+
+	if (lq_my_grants == NULL)
+	{
+		HASHCTL		ctl;
+
+		if (token == 0)
+			return;
+		memset(&ctl, 0, sizeof(ctl));
+		ctl.keysize = LQ_MAX_ID_LEN + 1;
+		ctl.entrysize = sizeof(LqMyGrant);
+		lq_my_grants = hash_create("lockq session grants of this session", 16,
+								   &ctl, HASH_ELEM | HASH_STRINGS);
+	}
+	if (token == 0)
+	{
+		(void) hash_search(lq_my_grants, lock_id, HASH_REMOVE, NULL);
+		return;
+	}
+	g = hash_search(lq_my_grants, lock_id, HASH_ENTER, NULL);
+	g->token = token;
+}
+
+/*
+ * lq_quick_release releases a session-bound lock without waiting for the
+ * worker, when this session can tell by itself that the release succeeds:
+ * it knows the grant's token, and marking the grant released in shared
+ * memory (lq_grants_mark_released) finds it current, unexpired and its
+ * own.  That mark is the release: from then on lockq_holds answers false,
+ * and the grant neither expires nor can be force-released.  The release
+ * then joins the arrival ring like any request, ahead of this session's
+ * next one, and the worker hands the lock on as for a normal release.  So
+ * a session-bound lock is released as pg_advisory_unlock releases one:
+ * without the releasing session sleeping.  Returns false (nothing done)
+ * when the normal path must decide.
+ */
+static bool
+lq_quick_release(const LqRequest *req)
+{
+	LqMyGrant  *g;
+	int64		token;
+	int			slotno = lq_my_slotno();
+	LqSlot	   *slot = &lq_slots[slotno];
+	bool		room;
+
+	if (lq_my_grants == NULL || !lq_attached)
+		return false;
+	g = hash_search(lq_my_grants, req->lock_id, HASH_FIND, NULL);
+	if (g == NULL || (req->has_token && req->token != g->token))
+		return false;
+	token = g->token;
+
+	SpinLockAcquire(&slot->mutex);
+	room = slot->nquick < LQ_MAX_QUICK_RELEASES && slot->state == LQ_SLOT_IDLE;
+	SpinLockRelease(&slot->mutex);
+	if (!room)
+		return false;
+
+	if (!lq_grants_mark_released(req->lock_id, token, MyProcPid,
+								 MyStartTimestamp, lq_clock_peek()))
+		return false;
+
+	/* nothing here may fail: the worker must learn of the release */
+	SpinLockAcquire(&slot->mutex);
+	slot->quick_tokens[slot->nquick++] = token;
+	SpinLockRelease(&slot->mutex);
+	lq_ring_push_release(slotno);
+	lq_wake_worker();
+	lq_my_grant(req->lock_id, 0);
+	return true;
+}
+
+/*
  * lockq_get(lock_id, owner, ttl, timeout) waits in FIFO order for the lock
  * and returns the grant's fencing token.  Raises 55P03 on timeout.
  */
@@ -548,6 +656,8 @@ lockq_get(PG_FUNCTION_ARGS)
 						req.lock_id)));
 	lq_raise_if_error(&res);
 	Assert(res.status == LQ_ST_GRANTED);
+	if (req.session_owner)
+		lq_my_grant(req.lock_id, res.token);
 	PG_RETURN_INT64(res.token);
 }
 
@@ -570,6 +680,8 @@ lockq_try(PG_FUNCTION_ARGS)
 	lq_raise_if_error(&res);
 	if (res.status != LQ_ST_GRANTED)
 		PG_RETURN_NULL();
+	if (req.session_owner)
+		lq_my_grant(req.lock_id, res.token);
 	PG_RETURN_INT64(res.token);
 }
 
@@ -587,7 +699,11 @@ lockq_release(PG_FUNCTION_ARGS)
 	lq_arg_owner(fcinfo, 1, &req, false);
 	lq_arg_token(fcinfo, 2, &req);
 
+	if (req.session_owner && lq_quick_release(&req))
+		PG_RETURN_BOOL(true);
 	res = lq_call(&req);
+	if (req.session_owner)
+		lq_my_grant(req.lock_id, 0);
 	return lq_bool_result(&res);
 }
 
@@ -615,37 +731,51 @@ lockq_renew(PG_FUNCTION_ARGS)
 }
 
 /*
- * lq_xact_callback wakes the worker when a transaction that took fencing
- * locks (lockq_holds) ends: a hand-off it held up can now proceed.  At
- * XACT_EVENT_COMMIT/ABORT the transaction is no longer in progress, so the
- * worker's SKIP LOCKED test sees its row lock as gone.
+ * lq_xact_callback ends the fences a transaction took (lockq_holds) and
+ * wakes the worker: a hand-off it held up can now proceed.  At
+ * XACT_EVENT_COMMIT/ABORT the transaction is no longer in progress (its
+ * writes are visible), so the worker's delete sees its row lock as gone,
+ * and its fences on session-bound grants are taken off here.  A fence on a
+ * session-bound grant lives in this backend, so it cannot be handed to a
+ * prepared transaction: PREPARE TRANSACTION is refused then, as for
+ * session-level advisory locks mixed with transaction-level ones.
  */
 static void
 lq_xact_callback(XactEvent event, void *arg)
 {
 	if (!lq_fenced)
 		return;
+	if (event == XACT_EVENT_PRE_PREPARE && lq_grants_nfences() > 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cannot prepare a transaction that called lockq_holds on a session-bound lock")));
 	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT ||
 		event == XACT_EVENT_PARALLEL_COMMIT ||
-		event == XACT_EVENT_PARALLEL_ABORT)
+		event == XACT_EVENT_PARALLEL_ABORT ||
+		event == XACT_EVENT_PREPARE)
 	{
 		lq_fenced = false;
+		(void) lq_grants_release_fences();
 		lq_wake_worker();
 	}
 }
 
 /*
  * lockq_holds(lock_id, token) is true while that grant is current.  When
- * true it also takes a KEY SHARE lock on the grant's row, held to the end of
- * the transaction, so the grant cannot pass to anyone else before this
- * transaction ends: a write fenced by lockq_holds commits before the next
- * holder is granted.  NULL or non-positive tokens are simply not held.
+ * true it also fences the grant until the transaction ends, so the grant
+ * cannot pass to anyone else before then: a write fenced by lockq_holds
+ * commits before the next holder is granted.  The fence is a KEY SHARE
+ * lock on the grant's row in lockq.owners, or for a session-bound grant a
+ * count in shared memory (lockq_grants.c).  NULL or non-positive tokens are
+ * simply not held.
  */
 Datum
 lockq_holds(PG_FUNCTION_ARGS)
 {
 	char		lock_id[LQ_MAX_ID_LEN + 1];
 	int64		token;
+	int64		now;
+	int			held;
 
 	lq_check_available();
 	lq_arg_string(fcinfo, 0, "lock id", LQ_MAX_ID_LEN, lock_id);
@@ -655,14 +785,17 @@ lockq_holds(PG_FUNCTION_ARGS)
 	if (token <= 0)
 		PG_RETURN_BOOL(false);
 
-	if (!lq_store_holds(lock_id, token, lq_clock_peek()))
-		PG_RETURN_BOOL(false);
-
 	if (!lq_xact_cb_registered)
 	{
 		RegisterXactCallback(lq_xact_callback, NULL);
 		lq_xact_cb_registered = true;
 	}
+	now = lq_clock_peek();
+	held = lq_grants_holds(lock_id, token, now);
+	if (held < 0)
+		held = lq_store_holds(lock_id, token, now) ? 1 : 0;
+	if (held == 0)
+		PG_RETURN_BOOL(false);
 	lq_fenced = true;
 	PG_RETURN_BOOL(true);
 }
@@ -705,6 +838,8 @@ lockq_enqueue(PG_FUNCTION_ARGS)
 	lq_raise_if_error(&res);
 	if (res.status != LQ_ST_GRANTED)
 		PG_RETURN_NULL();
+	if (req.session_owner)
+		lq_my_grant(req.lock_id, res.token);
 	PG_RETURN_INT64(res.token);
 }
 
@@ -726,6 +861,8 @@ lockq_heartbeat(PG_FUNCTION_ARGS)
 	lq_raise_if_error(&res);
 	if (res.status != LQ_ST_GRANTED)
 		PG_RETURN_NULL();
+	if (req.session_owner)
+		lq_my_grant(req.lock_id, res.token);
 	PG_RETURN_INT64(res.token);
 }
 

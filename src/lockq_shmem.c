@@ -3,13 +3,15 @@
  * lockq_shmem.c
  *		Shared memory: the per-backend request slots, the arrival ring that
  *		fixes the order in which the worker sees requests, and counters.
+ *		(The session-bound grants have their own table: lockq_grants.c.)
  *
  * Every backend has exactly one slot (index BackendId - 1), so at most one
  * request per backend is ever in flight.  A backend fills its slot, then
  * appends the slot number to the ring under LqShared->mutex; the order of
  * the ring is the arrival order the worker serves, and so the FIFO order of
- * the lock queues.  Ring entries are only hints ("look at slot n"); the
- * slot's state says what to do.  If the ring is ever full the backend sets
+ * the lock queues.  Ring entries are only hints ("look at slot n", or for a
+ * quick release "look at the oldest release of slot n"); the slot says what
+ * to do.  If the ring is ever full the backend sets
  * ring_overflow instead, and the worker scans all slots in arrival order.
  *
  * Copyright (c) 2026, lockq developers
@@ -36,14 +38,14 @@ static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 
 /*
- * Number of ring entries: a backend can have a request, its cancellation and
- * its session end outstanding at once, and a new backend with the same id
- * may follow before the worker has caught up.
+ * Number of ring entries: a backend can have a request, its cancellation,
+ * its session end and its quick releases outstanding at once, and a new
+ * backend with the same id may follow before the worker has caught up.
  */
 static int
 lq_ring_size(void)
 {
-	return 4 * MaxBackends + 64;
+	return (4 + LQ_MAX_QUICK_RELEASES) * MaxBackends + 64;
 }
 
 static Size
@@ -69,7 +71,9 @@ lq_shmem_request(void)
 	if (prev_shmem_request_hook)
 		prev_shmem_request_hook();
 
-	RequestAddinShmemSpace(add_size(lq_shared_size(), lq_slots_size()));
+	RequestAddinShmemSpace(add_size(add_size(lq_shared_size(), lq_slots_size()),
+									lq_grants_shmem_size()));
+	lq_grants_shmem_request();
 }
 
 /*
@@ -92,6 +96,7 @@ lq_shmem_startup(void)
 								&found_shared);
 	lq_slots = ShmemInitStruct("lockq request slots", lq_slots_size(),
 							   &found_slots);
+	lq_grants_shmem_startup();
 
 	if (!found_shared)
 	{
@@ -162,6 +167,30 @@ lq_ring_push(int slotno)
 	if (sh->ring_tail - sh->ring_head < (uint64) sh->ring_size)
 	{
 		sh->ring[sh->ring_tail % sh->ring_size] = slotno;
+		sh->ring_tail++;
+	}
+	else
+		sh->ring_overflow = true;
+	SpinLockRelease(&sh->mutex);
+}
+
+/*
+ * lq_ring_push_release appends -(slotno + 1) to the arrival ring: "the
+ * oldest quick release of slot slotno" (see lockq_release).  One entry per
+ * release, so that each is applied at its place in the arrival order.  The
+ * slot's arrival number is stamped too; it only orders the slot when the
+ * worker has to scan all slots.
+ */
+void
+lq_ring_push_release(int slotno)
+{
+	LqShared   *sh = lq_shared;
+
+	SpinLockAcquire(&sh->mutex);
+	lq_slots[slotno].arrival = sh->next_arrival++;
+	if (sh->ring_tail - sh->ring_head < (uint64) sh->ring_size)
+	{
+		sh->ring[sh->ring_tail % sh->ring_size] = -(slotno + 1);
 		sh->ring_tail++;
 	}
 	else

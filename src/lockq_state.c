@@ -7,10 +7,13 @@
  *
  * Everything here runs in the worker, inside its batch transaction, one
  * request at a time in arrival order.  The in-memory state is the truth
- * while the worker runs; every change is also written to the tables in the
- * same transaction (lockq_store.c), so that the worker can rebuild this
- * state from them after a restart or an error.  Answers to backends and
- * NOTIFYs are collected by the worker and only released after the commit.
+ * while the worker runs; every change is also recorded where the worker can
+ * rebuild this state from after a restart or an error: grants that outlive
+ * their session and client-side waiters in the tables, in the same
+ * transaction (lockq_store.c); session-bound grants in shared memory
+ * (lockq_grants.c) and waiting backends in their request slots, both when
+ * the batch is published.  Answers to backends and NOTIFYs are collected
+ * by the worker and only released after the commit.
  *
  * Invariants:
  *	- A lock that is not held has an empty queue (grants hand off at once),
@@ -57,6 +60,8 @@ typedef struct LqLock
 	bool		ending;			/* grant over, row deletion deferred */
 	bool		confirmed;		/* false: client grant not picked up yet */
 	bool		in_deferred;
+	bool		in_shmem;		/* session-bound: in lockq_grants.c, not in
+								 * lockq.owners */
 	char	   *owner;
 	char	   *channel;		/* holder's NOTIFY channel, or NULL */
 	int64		token;
@@ -125,6 +130,7 @@ static dlist_head lq_deferred;
 static LqSession *lq_sessions = NULL;
 static int64 lq_nwaiters = 0;
 static int64 lq_nholders = 0;
+static int	lq_nsession_grants = 0; /* in lockq_grants.c, or about to be */
 static int64 lq_grace_until = 0;	/* after a crash: no grants before this */
 
 static void lq_end_grant(LqLock *lock, LqEndReason why, int64 now);
@@ -206,6 +212,7 @@ lq_state_reset(void)
 	}
 	lq_nwaiters = 0;
 	lq_nholders = 0;
+	lq_nsession_grants = 0;
 	MemoryContextSwitchTo(old);
 }
 
@@ -248,6 +255,7 @@ lq_lock_lookup(const char *lock_id, bool create)
 		lock->ending = false;
 		lock->confirmed = true;
 		lock->in_deferred = false;
+		lock->in_shmem = false;
 		lock->owner = NULL;
 		lock->channel = NULL;
 		lock->token = 0;
@@ -289,6 +297,17 @@ lq_waiter_lookup(const char *lock_id, const char *owner)
 
 	lq_waiter_key(&key, lock_id, owner);
 	return hash_search(lq_waiters, &key, HASH_FIND, NULL);
+}
+
+/*
+ * lq_released_by_holder: has the session released this session-bound grant
+ * itself, ahead of the worker (a quick release in the arrival ring)?  Then
+ * it neither expires nor can be force-released: it is no longer held.
+ */
+static bool
+lq_released_by_holder(LqLock *lock)
+{
+	return lock->in_shmem && lq_grants_is_released(lock->token);
 }
 
 static bool
@@ -341,6 +360,29 @@ lq_reply_error(int slotno, uint64 reqid, int sqlerrcode, const char *fmt,...)
 }
 
 /*
+ * lq_session_room: is there room in shared memory for one more
+ * session-bound grant?  If not, the request is answered with an error.
+ */
+static bool
+lq_session_room(int slotno, uint64 reqid)
+{
+	LqResult	res;
+
+	if (lq_nsession_grants < lq_grants_max())
+		return true;
+	memset(&res, 0, sizeof(res));
+	res.status = LQ_ST_ERROR;
+	res.sqlerrcode = ERRCODE_OUT_OF_MEMORY;
+	snprintf(res.message, sizeof(res.message),
+			 "out of shared memory for session-bound locks");
+	snprintf(res.hint, sizeof(res.hint),
+			 "Increase \"lockq.session_locks_per_backend\" (%d), or take the lock with an owner.",
+			 lockq_session_locks_per_backend);
+	lq_worker_reply(slotno, reqid, &res);
+	return false;
+}
+
+/*
  * lq_owner_row describes the current grant of lock as a lockq.owners row.
  */
 static void
@@ -352,20 +394,42 @@ lq_owner_row(const LqLock *lock, LqOwnerRow *row)
 	row->ttl = lock->ttl;
 	row->acquired = lock->acquired;
 	row->expires = lock->expires;
-	row->session_pid = lock->session_pid;
-	row->session_start = lock->session_start;
 	row->role = lock->role;
 	row->channel = lock->channel;
 }
 
 /*
- * lq_grant makes owner the holder of a free lock: a new token, a lease of
- * lease microseconds from now, a row in lockq.owners.  A session-bound grant
- * (session_slot >= 0) is also filed under its session, to end with it.
- * For a grant outliving its session, lq_worker_lease_shown decides whether
- * the batch must be flushed first.  A session-bound grant needs neither a
- * flush nor the lease horizon: a crash ends every session, and its holder
- * learns of that from its broken connection, as with pg_advisory_lock.
+ * lq_publish_session_grant records a session-bound grant (or its new lease)
+ * in shared memory when the batch is published.
+ */
+static void
+lq_publish_session_grant(const LqLock *lock)
+{
+	LqSessionGrant g;
+
+	memset(&g, 0, sizeof(g));
+	g.token = lock->token;
+	strlcpy(g.lock_id, lock->lock_id, sizeof(g.lock_id));
+	g.pid = lock->session_pid;
+	g.session_start = lock->session_start;
+	g.role = lock->role;
+	g.ttl = lock->ttl;
+	g.acquired = lock->acquired;
+	g.expires = lock->expires;
+	g.end = LQ_GRANT_CURRENT;
+	lq_worker_grant_put(&g);
+}
+
+/*
+ * lq_grant makes owner the holder of a free lock: a new token and a lease
+ * of lease microseconds from now.  A grant that outlives its session gets a
+ * row in lockq.owners, and lq_worker_lease_shown decides whether the batch
+ * must be flushed first.  A session-bound grant (session_slot >= 0; the
+ * caller made sure there is room, lq_session_room) is filed under its
+ * session, to end with it, and kept in shared memory only: it needs no row,
+ * no flush and no lease horizon, since a crash ends every session and its
+ * holder learns of that from its broken connection, as with
+ * pg_advisory_lock.
  */
 static int64
 lq_grant(LqLock *lock, const char *owner, int64 ttl, int64 lease,
@@ -389,17 +453,22 @@ lq_grant(LqLock *lock, const char *owner, int64 ttl, int64 lease,
 	lock->session_pid = session_slot >= 0 ? session_pid : 0;
 	lock->session_start = session_slot >= 0 ? session_start : 0;
 	lock->role = role;
+	lock->in_shmem = session_slot >= 0;
 
-	lq_owner_row(lock, &row);
-	lq_store_owner_insert(&row, &lock->row_tid);
-
-	lq_timer_arm(&lock->lease, lock->expires);
-	if (session_slot >= 0)
+	if (lock->in_shmem)
+	{
+		lq_publish_session_grant(lock);
+		lq_nsession_grants++;
 		dlist_push_tail(&lq_sessions[session_slot].held, &lock->session_node);
-
-	lq_nholders++;
-	if (session_slot < 0)
+	}
+	else
+	{
+		lq_owner_row(lock, &row);
+		lq_store_owner_insert(&row, &lock->row_tid);
 		lq_worker_lease_shown(lock->expires, lease);
+	}
+	lq_timer_arm(&lock->lease, lock->expires);
+	lq_nholders++;
 	lq_stat_add(LQ_STAT_GRANTS, 1);
 	return lock->token;
 }
@@ -417,11 +486,15 @@ lq_set_lease(LqLock *lock, int64 expires)
 	Assert(lock->held && !lock->ending);
 	lock->expires = expires;
 	lock->confirmed = true;
-	lq_owner_row(lock, &row);
-	lq_store_owner_update(&lock->row_tid, &row);
-	lq_timer_arm(&lock->lease, expires);
-	if (lock->session_slot < 0)
+	if (lock->in_shmem)
+		lq_publish_session_grant(lock);
+	else
+	{
+		lq_owner_row(lock, &row);
+		lq_store_owner_update(&lock->row_tid, &row);
 		lq_worker_lease_shown(expires, expires - lq_clock_peek());
+	}
+	lq_timer_arm(&lock->lease, expires);
 	lq_stat_add(LQ_STAT_RENEWALS, 1);
 }
 
@@ -608,12 +681,35 @@ lq_end_grant(LqLock *lock, LqEndReason why, int64 now)
  * lock to the head of the queue.  If a fenced transaction holds the row
  * (lockq_holds took KEY SHARE), the row stays, with its lease cut to the end
  * time so that lockq_holds answers false from now on, and the lock waits on
- * the deferred list; the worker retries when such a transaction ends.
+ * the deferred list; the worker retries when such a transaction ends.  A
+ * session-bound grant is marked ended in shared memory instead, and waits
+ * the same way while transactions are fenced on it (lockq_grants.c).
  */
 static void
 lq_finish_end(LqLock *lock, int64 now)
 {
-	if (lq_store_owner_end(&lock->row_tid) == LQ_END_LOCKED)
+	if (lock->in_shmem)
+	{
+		uint32		fences;
+
+		fences = lock->in_deferred ? lq_grants_fences(lock->token) :
+			lq_grants_begin_end(lock->token);
+		if (fences > 0)
+		{
+			if (!lock->in_deferred)
+			{
+				lq_worker_grant_ended(lock->token, lock->expires);
+				dlist_push_tail(&lq_deferred, &lock->deferred_node);
+				lock->in_deferred = true;
+				lq_stat_add(LQ_STAT_DEFERRED_HANDOFFS, 1);
+			}
+			return;
+		}
+		lq_worker_grant_delete(lock->token);
+		lq_nsession_grants--;
+		lock->in_shmem = false;
+	}
+	else if (lq_store_owner_end(&lock->row_tid) == LQ_END_LOCKED)
 	{
 		if (!lock->in_deferred)
 		{
@@ -657,15 +753,23 @@ lq_grant_next(LqLock *lock, int64 now)
 	int64		token;
 
 	Assert(!lock->held);
-	if (lock->nwaiters == 0)
-	{
-		lq_lock_maybe_drop(lock);
-		return;
-	}
-	if (lq_in_grace(now))
+	if (lq_in_grace(now) && lock->nwaiters > 0)
 		return;					/* lq_state_run_timers hands it on later */
 
-	w = dlist_head_element(LqWaiter, node, &lock->queue);
+	/* a session-bound waiter for whom there is no room gets the error */
+	for (;;)
+	{
+		if (lock->nwaiters == 0)
+		{
+			lq_lock_maybe_drop(lock);
+			return;
+		}
+		w = dlist_head_element(LqWaiter, node, &lock->queue);
+		if (w->client || !w->session_owner ||
+			lq_session_room(w->slot, w->reqid))
+			break;
+		lq_waiter_remove(w, true);
+	}
 	strlcpy(owner, w->key.owner, sizeof(owner));
 
 	if (w->client)
@@ -780,8 +884,14 @@ lq_apply_get(int slotno, uint64 reqid, const LqRequest *req, int64 now)
 	}
 	if (lq_lock_is_free(lock, now))
 	{
-		int64		token = lq_grant_now(lock, slotno, req, req->ttl_us, true);
+		int64		token;
 
+		if (req->session_owner && !lq_session_room(slotno, reqid))
+		{
+			lq_lock_maybe_drop(lock);
+			return;
+		}
+		token = lq_grant_now(lock, slotno, req, req->ttl_us, true);
 		lq_reply(slotno, reqid, LQ_ST_GRANTED, token, true);
 		return;
 	}
@@ -814,6 +924,8 @@ lq_apply_try(int slotno, uint64 reqid, const LqRequest *req, int64 now)
 	{
 		int64		token;
 
+		if (req->session_owner && !lq_session_room(slotno, reqid))
+			return;
 		lock = lq_lock_lookup(req->lock_id, true);
 		token = lq_grant_now(lock, slotno, req, req->ttl_us, true);
 		lq_reply(slotno, reqid, LQ_ST_GRANTED, token, true);
@@ -926,8 +1038,14 @@ lq_apply_enqueue(int slotno, uint64 reqid, const LqRequest *req, int64 now)
 	}
 	if (lq_lock_is_free(lock, now))
 	{
-		int64		token = lq_grant_now(lock, slotno, req, req->ttl_us, true);
+		int64		token;
 
+		if (req->session_owner && !lq_session_room(slotno, reqid))
+		{
+			lq_lock_maybe_drop(lock);
+			return;
+		}
+		token = lq_grant_now(lock, slotno, req, req->ttl_us, true);
 		lq_reply(slotno, reqid, LQ_ST_GRANTED, token, true);
 		return;
 	}
@@ -1009,13 +1127,32 @@ lq_apply_force_release(int slotno, uint64 reqid, const LqRequest *req,
 {
 	LqLock	   *lock = lq_lock_lookup(req->lock_id, false);
 
-	if (lock != NULL && lock->held && !lock->ending)
+	if (lock != NULL && lock->held && !lock->ending &&
+		!lq_released_by_holder(lock))
 	{
 		lq_end_grant(lock, LQ_END_FORCE, now);
 		lq_reply(slotno, reqid, LQ_ST_TRUE, 0, false);
 	}
 	else
 		lq_reply(slotno, reqid, LQ_ST_FALSE, 0, false);
+}
+
+/*
+ * lq_state_quick_release applies a quick release (see lockq_release): the
+ * session released its grant with this token already, and was told so.
+ */
+void
+lq_state_quick_release(int64 token, int64 now)
+{
+	char		lock_id[LQ_MAX_ID_LEN + 1];
+	LqLock	   *lock;
+
+	if (!lq_grants_lock_id(token, lock_id))
+		return;
+	lock = lq_lock_lookup(lock_id, false);
+	if (lock != NULL && lock->held && !lock->ending && lock->in_shmem &&
+		lock->token == token)
+		lq_end_grant(lock, LQ_END_RELEASE, now);
 }
 
 /*
@@ -1184,7 +1321,8 @@ lq_state_run_timers(int64 now)
 		{
 			LqLock	   *lock = (LqLock *) ((char *) t - offsetof(LqLock, lease));
 
-			if (lock->held && !lock->ending)
+			/* a grant its holder released already ends with that */
+			if (lock->held && !lock->ending && !lq_released_by_holder(lock))
 				lq_end_grant(lock, LQ_END_EXPIRE, now);
 		}
 		else
@@ -1285,12 +1423,39 @@ typedef struct LqLoad
 {
 	int64		now;
 	List	   *stale;			/* grants of sessions that are gone */
+	List	   *released;		/* grants released by their session, with
+								 * no quick release left to apply */
 } LqLoad;
+
+/*
+ * lq_quick_queued: does some slot still have a quick release of this token
+ * queued for the worker?
+ */
+static bool
+lq_quick_queued(int64 token)
+{
+	int			i;
+	bool		queued = false;
+
+	for (i = 0; i < lq_shared->nslots && !queued; i++)
+	{
+		LqSlot	   *slot = &lq_slots[i];
+		int			k;
+
+		SpinLockAcquire(&slot->mutex);
+		for (k = 0; k < slot->nquick; k++)
+		{
+			if (slot->quick_tokens[k] == token)
+				queued = true;
+		}
+		SpinLockRelease(&slot->mutex);
+	}
+	return queued;
+}
 
 static void
 lq_load_owner(const LqOwnerRow *row, void *arg)
 {
-	LqLoad	   *load = arg;
 	LqLock	   *lock = lq_lock_lookup(row->lock_id, true);
 
 	/* the tables have no unique key on lock_id: check it here */
@@ -1313,25 +1478,79 @@ lq_load_owner(const LqOwnerRow *row, void *arg)
 	lock->expires = row->expires;
 	lock->role = row->role;
 	lock->row_tid = row->tid;
-	lock->session_pid = row->session_pid;
-	lock->session_start = row->session_start;
+	lock->session_pid = 0;
+	lock->session_start = 0;
 	lock->session_slot = -1;
 	lq_nholders++;
 	lq_timer_arm(&lock->lease, lock->expires);
+}
 
-	if (row->session_pid != 0)
+/*
+ * lq_load_session_grants puts back the session-bound grants from shared
+ * memory: those of live sessions under their session, those of sessions
+ * that are gone to be ended (load->stale), those whose end was published
+ * but held up by fenced transactions on the deferred list, and those their
+ * session released itself, whose quick release is no longer queued, to be
+ * ended (load->released).
+ */
+static void
+lq_load_session_grants(LqLoad *load)
+{
+	LqSessionGrant *grants;
+	int			n;
+	int			i;
+
+	lq_grants_undo_ending();
+	grants = lq_grants_copy(&n);
+	for (i = 0; i < n; i++)
 	{
-		int			slotno = lq_find_live_slot(row->session_pid,
-											   row->session_start);
+		LqSessionGrant *g = &grants[i];
+		LqLock	   *lock = lq_lock_lookup(g->lock_id, true);
+		char		owner[LQ_MAX_OWNER_LEN + 1];
 
-		if (slotno >= 0)
+		if (lock->held)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATA_CORRUPTED),
+					 errmsg("lock \"%s\" has two grants (tokens %lld and %lld)",
+							g->lock_id, (long long) lock->token,
+							(long long) g->token)));
+		lq_format_session_owner(owner, sizeof(owner), g->pid,
+								g->session_start);
+		lock->held = true;
+		lock->ending = false;
+		lock->confirmed = true;
+		lock->in_shmem = true;
+		lock->owner = lq_strdup(owner);
+		lock->channel = NULL;
+		lock->token = g->token;
+		lock->ttl = g->ttl;
+		lock->acquired = g->acquired;
+		lock->expires = g->expires;
+		lock->role = g->role;
+		lock->session_pid = g->pid;
+		lock->session_start = g->session_start;
+		lock->session_slot = -1;
+		lq_nholders++;
+		lq_nsession_grants++;
+
+		if (g->end == LQ_GRANT_ENDED)
 		{
-			lock->session_slot = slotno;
-			dlist_push_tail(&lq_sessions[slotno].held, &lock->session_node);
+			lock->ending = true;
+			dlist_push_tail(&lq_deferred, &lock->deferred_node);
+			lock->in_deferred = true;
+			continue;
 		}
-		else
+		lq_timer_arm(&lock->lease, lock->expires);
+		lock->session_slot = lq_find_live_slot(g->pid, g->session_start);
+		if (lock->session_slot >= 0)
+			dlist_push_tail(&lq_sessions[lock->session_slot].held,
+							&lock->session_node);
+		if (g->released && !lq_quick_queued(g->token))
+			load->released = lappend(load->released, lock);
+		else if (lock->session_slot < 0)
 			load->stale = lappend(load->stale, lock);
 	}
+	pfree(grants);
 }
 
 static void
@@ -1424,12 +1643,16 @@ lq_state_load(int64 now)
 	lq_state_reset();
 	load.now = now;
 	load.stale = NIL;
+	load.released = NIL;
 	lq_store_load_owners(lq_load_owner, &load);
+	lq_load_session_grants(&load);
 	lq_store_load_queue(lq_load_waiter, &load);
 	lq_load_backend_waiters();
 
 	foreach(lc, load.stale)
 		lq_end_grant((LqLock *) lfirst(lc), LQ_END_SESSION, now);
+	foreach(lc, load.released)
+		lq_end_grant((LqLock *) lfirst(lc), LQ_END_RELEASE, now);
 
 	hash_seq_init(&seq, lq_locks);
 	while ((lock = hash_seq_search(&seq)) != NULL)
@@ -1441,5 +1664,6 @@ lq_state_load(int64 now)
 		lq_grant_next((LqLock *) lfirst(lc), now);
 
 	list_free(load.stale);
+	list_free(load.released);
 	list_free(orphans);
 }

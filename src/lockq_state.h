@@ -28,6 +28,7 @@ extern void lq_state_undo_grant(const LqRequest *req, const LqResult *res,
 								int64 now);
 extern void lq_state_session_end(int slotno, int pid, int64 session_start,
 								 int64 now);
+extern void lq_state_quick_release(int64 token, int64 now);
 extern void lq_state_run_timers(int64 now);
 extern void lq_state_retry_deferred(int64 now);
 extern int64 lq_state_next_deadline(void);
@@ -44,6 +45,9 @@ extern void lq_worker_notify(const char *channel, const char *event,
 extern void lq_worker_need_sync(void);
 extern int64 lq_worker_next_token(void);
 extern void lq_worker_lease_shown(int64 expires, int64 lease_us);
+extern void lq_worker_grant_put(const LqSessionGrant *g);
+extern void lq_worker_grant_ended(int64 token, int64 expires);
+extern void lq_worker_grant_delete(int64 token);
 
 /* lockq_clock.c: worker-only parts of the clock */
 extern void lq_clock_setup(int64 durable_ceiling);

@@ -61,7 +61,7 @@
 #define OWN_TTL				4
 #define OWN_ACQUIRED		5
 #define OWN_EXPIRES			6
-#define OWN_NATTS			10
+#define OWN_NATTS			8
 #define QUE_NATTS			7
 
 static Oid	lq_owners_rel = InvalidOid;
@@ -186,14 +186,11 @@ lq_owner_tuple(const LqOwnerRow *row)
 	values[3] = Int64GetDatum(row->ttl);
 	values[4] = Int64GetDatum(row->acquired);
 	values[5] = Int64GetDatum(row->expires);
-	values[6] = Int32GetDatum(row->session_pid);
-	values[7] = Int64GetDatum(row->session_start);
-	values[8] = ObjectIdGetDatum(row->role);
-	nulls[6] = nulls[7] = (row->session_pid == 0);
+	values[6] = ObjectIdGetDatum(row->role);
 	if (row->channel != NULL && row->channel[0] != '\0')
-		values[9] = lq_text(row->channel);
+		values[7] = lq_text(row->channel);
 	else
-		nulls[9] = true;
+		nulls[7] = true;
 	return heap_form_tuple(RelationGetDescr(lq_owners), values, nulls);
 }
 
@@ -373,10 +370,11 @@ lq_store_horizon_write(int64 horizon)
 
 /*
  * lq_store_after_restart runs once per server start, before anything is
- * served.  Every session died with the old server, so its grants go.  The time the service was down does not count
- * against the remaining leases: a lease that had r microseconds left at the
- * last durable clock reading low (a lower bound of the stop time) gets r
- * microseconds from start.  So no lease ends earlier than its holder's own
+ * served (session-bound grants are not in the table: they lived in shared
+ * memory and ended with their sessions).  The time the service was down
+ * does not count against the remaining leases: a lease that had r
+ * microseconds left at the last durable clock reading low (a lower bound
+ * of the stop time) gets r microseconds from start.  So no lease ends earlier than its holder's own
  * reckoning, whatever the wall clock did meanwhile.  And no lease ends
  * before floor (the end of the grace period after a crash), since a
  * renewal that was returned before its flush may have been lost.
@@ -387,11 +385,6 @@ lq_store_after_restart(int64 start, int64 low, int64 floor)
 	Datum		values[3];
 	Oid			types[3] = {INT8OID, INT8OID, INT8OID};
 	int			rc;
-
-	rc = SPI_execute("DELETE FROM lockq.owners WHERE session_pid IS NOT NULL",
-					 false, 0);
-	if (rc != SPI_OK_DELETE)
-		elog(ERROR, "could not purge session-bound grants");
 
 	values[0] = Int64GetDatum(start);
 	values[1] = Int64GetDatum(low);
@@ -416,15 +409,6 @@ lq_getint64(HeapTuple tup, TupleDesc desc, int col, int64 dflt)
 	Datum		d = SPI_getbinval(tup, desc, col, &isnull);
 
 	return isnull ? dflt : DatumGetInt64(d);
-}
-
-static int32
-lq_getint32(HeapTuple tup, TupleDesc desc, int col, int32 dflt)
-{
-	bool		isnull;
-	Datum		d = SPI_getbinval(tup, desc, col, &isnull);
-
-	return isnull ? dflt : DatumGetInt32(d);
 }
 
 static void
@@ -495,11 +479,9 @@ lq_emit_owner(HeapTuple tup, TupleDesc desc, void *arg)
 	row.ttl = lq_getint64(tup, desc, 4, 0);
 	row.acquired = lq_getint64(tup, desc, 5, 0);
 	row.expires = lq_getint64(tup, desc, 6, 0);
-	row.session_pid = lq_getint32(tup, desc, 7, 0);
-	row.session_start = lq_getint64(tup, desc, 8, 0);
-	row.role = (Oid) lq_getint64(tup, desc, 9, 0);
-	row.channel = lq_getstr(tup, desc, 10);
-	lq_gettid(tup, desc, 11, &row.tid);
+	row.role = (Oid) lq_getint64(tup, desc, 7, 0);
+	row.channel = lq_getstr(tup, desc, 8);
+	lq_gettid(tup, desc, 9, &row.tid);
 	scan->cb(&row, scan->arg);
 }
 
@@ -509,7 +491,7 @@ lq_store_load_owners(lq_owner_cb cb, void *arg)
 	LqOwnerScan scan = {cb, arg};
 
 	lq_scan("SELECT lock_id, owner, token, ttl, acquired, expires,"
-			" session_pid, session_start, role::int8, channel, ctid"
+			" role::int8, channel, ctid"
 			" FROM lockq.owners", lq_emit_owner, &scan);
 }
 

@@ -26,8 +26,6 @@ typedef struct LqOwnerRow
 	int64		ttl;
 	int64		acquired;
 	int64		expires;
-	int			session_pid;	/* 0: not bound to a session */
-	int64		session_start;
 	Oid			role;
 	const char *channel;		/* NULL: none */
 } LqOwnerRow;

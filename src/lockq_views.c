@@ -1,8 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * lockq_views.c
- *		lockq_stats(): the lock server's counters and gauges, and
- *		lockq_waiting_backends(): the blocked lockq_get calls, both read from
+ *		lockq_stats(): the lock server's counters and gauges,
+ *		lockq_waiting_backends(): the blocked lockq_get calls, and
+ *		lockq_session_grants(): the session-bound grants, all read from
  *		shared memory.  The views are SQL over these and the tables, see the
  *		install script.
  *
@@ -109,8 +110,9 @@ lockq_waiting_backends(PG_FUNCTION_ARGS)
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	int			i;
 
-	lq_check_available();
 	InitMaterializedSRF(fcinfo, 0);
+	if (!lq_is_available())
+		return (Datum) 0;		/* nothing of ours in shared memory here */
 
 	for (i = 0; i < lq_shared->nslots; i++)
 	{
@@ -143,5 +145,51 @@ lockq_waiting_backends(PG_FUNCTION_ARGS)
 		values[4] = ObjectIdGetDatum(role);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
+	return (Datum) 0;
+}
+
+PG_FUNCTION_INFO_V1(lockq_session_grants);
+
+/*
+ * lockq_session_grants lists the session-bound grants from shared memory
+ * (lockq_grants.c: they end with their session and are not written to
+ * lockq.owners).  lockq_locks merges them with the table's grants.
+ */
+Datum
+lockq_session_grants(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	LqSessionGrant *grants;
+	int			n;
+	int			i;
+
+	InitMaterializedSRF(fcinfo, 0);
+	if (!lq_is_available())
+		return (Datum) 0;		/* nothing of ours in shared memory here */
+
+	grants = lq_grants_copy(&n);
+	for (i = 0; i < n; i++)
+	{
+		LqSessionGrant *g = &grants[i];
+		Datum		values[8];
+		bool		nulls[8] = {false, false, false, false, false, false,
+		false, false};
+		char		owner[LQ_MAX_OWNER_LEN + 1];
+
+		if (g->released)
+			continue;			/* released by its session already */
+		lq_format_session_owner(owner, sizeof(owner), g->pid,
+								g->session_start);
+		values[0] = CStringGetTextDatum(g->lock_id);
+		values[1] = CStringGetTextDatum(owner);
+		values[2] = Int64GetDatum(g->token);
+		values[3] = Int64GetDatum(g->ttl);
+		values[4] = Int64GetDatum(g->acquired);
+		values[5] = Int64GetDatum(g->expires);
+		values[6] = Int32GetDatum(g->pid);
+		values[7] = ObjectIdGetDatum(g->role);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	pfree(grants);
 	return (Datum) 0;
 }

@@ -82,7 +82,11 @@ typedef enum LqPubKind
 {
 	LQ_PUB_RESULT,				/* answer: slot becomes DONE */
 	LQ_PUB_ACK,					/* cancellation done: slot becomes IDLE */
-	LQ_PUB_FREE					/* session cleaned up: slot becomes FREE */
+	LQ_PUB_FREE,				/* session cleaned up: slot becomes FREE */
+	LQ_PUB_GRANT_PUT,			/* session-bound grant made or renewed */
+	LQ_PUB_GRANT_ENDED,			/* its end published, hand-off deferred */
+	LQ_PUB_GRANT_DELETE,		/* it is over */
+	LQ_PUB_QUICK_DONE			/* a quick release of the slot is applied */
 } LqPubKind;
 
 typedef struct LqPub
@@ -91,6 +95,7 @@ typedef struct LqPub
 	int			slotno;
 	uint64		reqid;
 	LqResult	res;
+	LqSessionGrant grant;		/* LQ_PUB_GRANT_*: token (and the rest) */
 } LqPub;
 
 typedef struct LqNotice
@@ -110,6 +115,7 @@ static int64 lq_pending_token_ceiling = 0;
 static int64 lq_pending_horizon = 0;
 static bool lq_spi_connected = false;
 static bool *lq_pub_pending = NULL;	/* per slot: an answer is in lq_pubs */
+static int *lq_quick_taken = NULL;	/* per slot: quick releases applied */
 
 /* Across batches. */
 static List *lq_recheck = NIL;	/* slots to look at again (TopMemoryContext) */
@@ -122,7 +128,7 @@ static Oid	lq_ext_oid = InvalidOid;
 static bool lq_ext_recheck = true;	/* see lq_relcache_callback */
 static int64 lq_last_deferred_retry = 0;
 
-static void lq_handle_slot(int slotno, int64 now);
+static void lq_handle_entry(int entry, int64 now);
 
 /*
  * lq_register_worker registers the lock server.  Called from _PG_init while
@@ -254,6 +260,51 @@ lq_worker_reply(int slotno, uint64 reqid, const LqResult *res)
 }
 
 /*
+ * Changes to the session-bound grants in shared memory (lockq_grants.c)
+ * go out with the batch's answers, in order: a grant is there before its
+ * holder is told its token.
+ */
+static void
+lq_add_grant_pub(LqPubKind kind, const LqSessionGrant *g)
+{
+	MemoryContext old = MemoryContextSwitchTo(lq_batch_cxt);
+	LqPub	   *pub = palloc0(sizeof(LqPub));
+
+	pub->kind = kind;
+	pub->slotno = -1;
+	pub->grant = *g;
+	lq_pubs = lappend(lq_pubs, pub);
+	MemoryContextSwitchTo(old);
+}
+
+void
+lq_worker_grant_put(const LqSessionGrant *g)
+{
+	lq_add_grant_pub(LQ_PUB_GRANT_PUT, g);
+}
+
+void
+lq_worker_grant_ended(int64 token, int64 expires)
+{
+	LqSessionGrant g;
+
+	memset(&g, 0, sizeof(g));
+	g.token = token;
+	g.expires = expires;
+	lq_add_grant_pub(LQ_PUB_GRANT_ENDED, &g);
+}
+
+void
+lq_worker_grant_delete(int64 token)
+{
+	LqSessionGrant g;
+
+	memset(&g, 0, sizeof(g));
+	g.token = token;
+	lq_add_grant_pub(LQ_PUB_GRANT_DELETE, &g);
+}
+
+/*
  * lq_worker_notify queues a NOTIFY for the commit.  The payload is
  * "<event> <token> <length of lock id> <lock id> <owner>", so that a client
  * can split it even when the lock id contains spaces.
@@ -318,11 +369,42 @@ lq_publish(void)
 	foreach(lc, lq_pubs)
 	{
 		LqPub	   *pub = lfirst(lc);
-		LqSlot	   *slot = &lq_slots[pub->slotno];
+		LqSlot	   *slot;
 		int			procno = -1;
 		bool		recheck = false;
 		bool		freed = false;
 
+		switch (pub->kind)
+		{
+			case LQ_PUB_GRANT_PUT:
+				lq_grants_put(&pub->grant);
+				continue;
+			case LQ_PUB_GRANT_ENDED:
+				lq_grants_set_ended(pub->grant.token, pub->grant.expires);
+				continue;
+			case LQ_PUB_GRANT_DELETE:
+				lq_grants_delete(pub->grant.token);
+				continue;
+			default:
+				break;
+		}
+
+		slot = &lq_slots[pub->slotno];
+		if (pub->kind == LQ_PUB_QUICK_DONE)
+		{
+			/* the oldest quick release is done: the backend may queue more */
+			SpinLockAcquire(&slot->mutex);
+			if (slot->nquick > 0)
+			{
+				slot->nquick--;
+				memmove(&slot->quick_tokens[0], &slot->quick_tokens[1],
+						sizeof(int64) * slot->nquick);
+			}
+			SpinLockRelease(&slot->mutex);
+			if (lq_quick_taken[pub->slotno] > 0)
+				lq_quick_taken[pub->slotno]--;
+			continue;
+		}
 		SpinLockAcquire(&slot->mutex);
 		switch (pub->kind)
 		{
@@ -351,6 +433,8 @@ lq_publish(void)
 				slot->session_start = 0;
 				slot->pgprocno = -1;
 				freed = true;
+				break;
+			default:
 				break;
 		}
 		SpinLockRelease(&slot->mutex);
@@ -433,6 +517,68 @@ lq_handle_slot(int slotno, int64 now)
 }
 
 /*
+ * lq_handle_quick applies the oldest quick release of a slot not applied
+ * in this batch yet (see lockq_release).  It leaves the slot's queue only
+ * when the batch is published (LQ_PUB_QUICK_DONE), so that a failed batch
+ * applies it again.
+ */
+static void
+lq_handle_quick(int slotno, int64 now)
+{
+	LqSlot	   *slot = &lq_slots[slotno];
+	int64		token = 0;
+
+	SpinLockAcquire(&slot->mutex);
+	if (lq_quick_taken[slotno] < slot->nquick)
+		token = slot->quick_tokens[lq_quick_taken[slotno]];
+	SpinLockRelease(&slot->mutex);
+	if (token == 0)
+		return;					/* a stale ring entry: already applied */
+
+	lq_quick_taken[slotno]++;
+	lq_stat_add(LQ_STAT_REQUESTS, 1);
+	lq_state_quick_release(token, now);
+	lq_add_pub(LQ_PUB_QUICK_DONE, slotno, 0, NULL);
+}
+
+/*
+ * lq_handle_entry handles one arrival-ring entry: a slot's request
+ * (slotno), or one quick release of a slot (-(slotno + 1)).
+ */
+static void
+lq_handle_entry(int entry, int64 now)
+{
+	if (entry < 0)
+		lq_handle_quick(-entry - 1, now);
+	else
+		lq_handle_slot(entry, now);
+}
+
+/*
+ * lq_drop_quick gives up on the oldest quick release of a slot, whose
+ * application keeps failing.  The session was told the lock is released,
+ * and it is marked so in shared memory: the state rebuilt next ends it
+ * (lq_state_load ends released grants that no slot still has queued).
+ */
+static void
+lq_drop_quick(int slotno, const char *message)
+{
+	LqSlot	   *slot = &lq_slots[slotno];
+
+	SpinLockAcquire(&slot->mutex);
+	if (slot->nquick > 0)
+	{
+		slot->nquick--;
+		memmove(&slot->quick_tokens[0], &slot->quick_tokens[1],
+				sizeof(int64) * slot->nquick);
+	}
+	SpinLockRelease(&slot->mutex);
+	ereport(LOG,
+			(errmsg("lockq lock server could not apply a release at once: %s",
+					message)));
+}
+
+/*
  * lq_fail_slot answers a slot whose processing keeps failing with the
  * error, so that its backend does not wait forever.  No transaction needed.
  */
@@ -485,8 +631,10 @@ lq_cmp_arrival(const ListCell *a, const ListCell *b)
 }
 
 /*
- * lq_slots_in_flight lists the slots with something for the worker to do,
- * in arrival order.  A request left ACTIVE but not queued was taken by a
+ * lq_slots_in_flight lists, as arrival-ring entries (see lq_handle_entry),
+ * everything the slots hold for the worker to do, slot by slot in arrival
+ * order: a slot's quick releases come before its request, as they were
+ * made before it.  A request left ACTIVE but not queued was taken by a
  * previous worker (or a failed batch) and never committed: it goes back to
  * PENDING to be applied again.
  */
@@ -494,6 +642,8 @@ static List *
 lq_slots_in_flight(void)
 {
 	List	   *slots = NIL;
+	List	   *entries = NIL;
+	ListCell   *lc;
 	int			i;
 
 	for (i = 0; i < lq_shared->nslots; i++)
@@ -506,14 +656,28 @@ lq_slots_in_flight(void)
 			slot->state = LQ_SLOT_PENDING;
 		busy = slot->state != LQ_SLOT_FREE &&
 			(slot->state != LQ_SLOT_IDLE || slot->session_ended ||
-			 slot->cancel_requested);
+			 slot->cancel_requested || slot->nquick > 0);
 		SpinLockRelease(&slot->mutex);
 		if (busy)
 			slots = lappend_int(slots, i);
 	}
 
 	list_sort(slots, lq_cmp_arrival);
-	return slots;
+	foreach(lc, slots)
+	{
+		int			slotno = lfirst_int(lc);
+		int			nquick;
+		int			k;
+
+		SpinLockAcquire(&lq_slots[slotno].mutex);
+		nquick = lq_slots[slotno].nquick;
+		SpinLockRelease(&lq_slots[slotno].mutex);
+		for (k = 0; k < nquick; k++)
+			entries = lappend_int(entries, -(slotno + 1));
+		entries = lappend_int(entries, slotno);
+	}
+	list_free(slots);
+	return entries;
 }
 
 /*
@@ -615,8 +779,12 @@ lq_discard_batch(void)
 
 	lq_store_end_batch(false);
 	lq_spi_connected = false;
+	lq_grants_undo_ending();
 	for (i = 0; i < lq_shared->nslots; i++)
+	{
 		lq_pub_pending[i] = false;
+		lq_quick_taken[i] = 0;
+	}
 	lq_pubs = NIL;
 	lq_notices = NIL;
 	lq_need_sync = false;
@@ -725,6 +893,16 @@ lq_recover(void)
 		Oid			extoid;
 
 		installed = lq_store_installed(&extoid);
+
+		/*
+		 * Session-bound grants belong to one installation of the extension:
+		 * dropping it ends every lock, as it drops the tables.
+		 */
+		if (!installed || extoid != lq_shared->grants_extoid)
+		{
+			lq_grants_clear();
+			lq_shared->grants_extoid = installed ? extoid : InvalidOid;
+		}
 		if (installed)
 		{
 			int64		durable = 0;
@@ -789,7 +967,7 @@ lq_recover(void)
 
 				lq_clock_extend(now);
 				foreach(lc, slots)
-					lq_handle_slot(lfirst_int(lc), now);
+					lq_handle_entry(lfirst_int(lc), now);
 				list_free(slots);
 			}
 		}
@@ -834,7 +1012,8 @@ lq_careful_step(void)
 
 	foreach(lc, slots)
 	{
-		int			slotno = lfirst_int(lc);
+		int			entry = lfirst_int(lc);
+		int			slotno = entry < 0 ? -entry - 1 : entry;
 		volatile bool failed = false;
 		ErrorData  *edata = NULL;
 
@@ -843,7 +1022,7 @@ lq_careful_step(void)
 		{
 			if (lq_extension_changed())
 				elog(ERROR, "lockq extension changed during recovery");
-			lq_handle_slot(slotno, lq_clock_peek());
+			lq_handle_entry(entry, lq_clock_peek());
 			lq_commit_batch();
 		}
 		PG_CATCH();
@@ -855,7 +1034,10 @@ lq_careful_step(void)
 
 		if (failed)
 		{
-			lq_fail_slot(slotno, edata->sqlerrcode, edata->message);
+			if (entry < 0)
+				lq_drop_quick(slotno, edata->message);
+			else
+				lq_fail_slot(slotno, edata->sqlerrcode, edata->message);
 			FreeErrorData(edata);
 			break;				/* rebuild the state, then go on */
 		}
@@ -920,7 +1102,7 @@ lq_batch(void)
 			/* deadlines that passed before these requests came go first */
 			lq_state_run_timers(now);
 			foreach(lc, slots)
-				lq_handle_slot(lfirst_int(lc), now);
+				lq_handle_entry(lfirst_int(lc), now);
 			lq_state_run_timers(now);
 			if (lq_state_has_deferred())
 			{
@@ -1096,6 +1278,8 @@ lockq_worker_main(Datum main_arg)
 										 ALLOCSET_DEFAULT_SIZES);
 	lq_pub_pending = MemoryContextAllocZero(TopMemoryContext,
 											sizeof(bool) * lq_shared->nslots);
+	lq_quick_taken = MemoryContextAllocZero(TopMemoryContext,
+											sizeof(int) * lq_shared->nslots);
 	lq_ring_buf = MemoryContextAlloc(TopMemoryContext,
 									 sizeof(int) * 65536);
 	lq_state_init();

@@ -1,0 +1,48 @@
+--
+-- lockq_session: locks bound to the session (owner NULL) are kept in
+-- shared memory, not in lockq.owners; they show in lockq_locks, fence like
+-- any grant, and their release is answered by the session itself.
+--
+SELECT lockq_try('s1') AS t1 \gset
+SELECT lock_id, owner = lockq_session_owner() AS mine,
+	   session_pid = pg_backend_pid() AS my_pid, token = :t1 AS same_token
+  FROM lockq_locks WHERE lock_id = 's1';
+SELECT count(*) AS rows_in_table FROM lockq.owners WHERE lock_id = 's1';
+
+-- fencing on a session-bound grant
+BEGIN;
+SELECT lockq_holds('s1', :t1) AS fenced;
+SELECT lockq_holds('s1', :t1 + 1) AS other_token, lockq_holds('s2', :t1) AS other_lock;
+COMMIT;
+
+-- re-entrant: the same token, still one grant
+SELECT lockq_get('s1') = :t1 AS reentrant_same_token;
+SELECT count(*) FROM lockq_locks WHERE lock_id = 's1';
+
+-- release: true once, then false; gone at once from the view and for fencing
+SELECT lockq_release('s1') AS released;
+SELECT count(*) AS left_in_view FROM lockq_locks WHERE lock_id = 's1';
+SELECT lockq_holds('s1', :t1) AS holds_after_release;
+SELECT lockq_release('s1') AS released_again;
+
+-- a wrong token releases nothing
+SELECT lockq_try('s2') AS t2 \gset
+SELECT lockq_release('s2', NULL, :t2 + 1) AS wrong_token;
+SELECT lockq_holds('s2', :t2) AS still_held;
+SELECT lockq_release('s2', NULL, :t2) AS right_token;
+SELECT lockq_holds('s2', :t2) AS held_after;
+
+-- released and taken again at once, many times: each grant a new token
+SELECT count(DISTINCT t) AS distinct_tokens, bool_and(r) AS all_released
+  FROM (SELECT lockq_try('s3') AS t, lockq_release('s3') AS r
+		  FROM generate_series(1, 200)) s;
+SELECT count(*) AS nothing_left FROM lockq_locks WHERE lock_id LIKE 's%';
+
+-- renew: a new lease end (the grant's own ttl stays), still in shared memory
+SELECT lockq_try('s4', NULL, '10 s') AS t4 \gset
+SELECT lockq_renew('s4', NULL, :t4, '1 hour') AS renewed;
+SELECT ttl = '10 s' AS own_ttl_unchanged,
+	   expires > now() + interval '50 minutes' AS lease_renewed
+  FROM lockq_locks WHERE lock_id = 's4';
+SELECT count(*) AS rows_in_table FROM lockq.owners;
+SELECT lockq_release('s4');
