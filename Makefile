@@ -18,7 +18,7 @@ DATA = $(wildcard sql/lockq--*.sql)
 PGFILEDESC = "lockq - fair, durable, lease-based locks"
 
 REGRESS = lockq_setup lockq_basic lockq_errors lockq_client lockq_views \
-	  lockq_session
+	  lockq_session lockq_security
 REGRESS_OPTS = --temp-instance=./tmp_check --temp-config=test/regress.conf
 
 ISOLATION = lockq_try lockq_release lockq_reentrant lockq_holds lockq_wait \

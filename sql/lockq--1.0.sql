@@ -137,6 +137,20 @@ COMMENT ON FUNCTION lockq_force_release(text) IS
 'Ends whatever grant the lock has (administrators only) and hands it to the next waiter.';
 REVOKE ALL ON FUNCTION lockq_force_release(text) FROM PUBLIC;
 
+-- Administrators: members of lockq_admin (and superusers) may act for the
+-- owners of any role (release, renew, cancel, take over a grant) and may
+-- force-release any lock; everyone else may act only for owners whose grant
+-- or wait their own role made.  Roles are cluster-wide: lockq_admin is
+-- created if it does not exist, and stays when the extension is dropped.
+DO $lockq$
+BEGIN
+	IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname OPERATOR(pg_catalog.=) 'lockq_admin') THEN
+		CREATE ROLE lockq_admin NOLOGIN;
+	END IF;
+END
+$lockq$;
+GRANT EXECUTE ON FUNCTION lockq_force_release(text) TO lockq_admin;
+
 CREATE FUNCTION lockq_session_owner()
 RETURNS text
 AS 'MODULE_PATHNAME', 'lockq_session_owner'

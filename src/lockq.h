@@ -39,6 +39,8 @@
 
 /* Owners of session-bound locks (owner NULL) are named with this prefix. */
 #define LQ_SESSION_PREFIX	"session:"
+/* Members of this role may act for any owner (see lockq--1.0.sql). */
+#define LQ_ADMIN_ROLE		"lockq_admin"
 
 /* The longest wait a lockq_get timeout may ask for: one year. */
 #define LQ_MAX_TIMEOUT_US	(INT64CONST(366) * 24 * 3600 * 1000000)
@@ -114,6 +116,8 @@ typedef struct LqRequest
 	int64		deadline;		/* lockq_get: absolute lockq time, 0 = never */
 	int64		wait_ttl_us;	/* client waiter: heartbeat interval bound */
 	Oid			role;			/* role that made the request */
+	bool		admin;			/* role is a member of lockq_admin (or a
+								 * superuser): may act for any owner */
 	char		lock_id[LQ_MAX_ID_LEN + 1];
 	char		owner[LQ_MAX_OWNER_LEN + 1];
 	char		channel[LQ_MAX_CHANNEL_LEN + 1];

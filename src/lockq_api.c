@@ -34,6 +34,7 @@
 #include "storage/latch.h"
 #include "storage/proc.h"
 #include "tcop/tcopprot.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
@@ -81,6 +82,23 @@ lq_format_session_owner(char *buf, size_t len, int pid, int64 session_start)
 {
 	snprintf(buf, len, LQ_SESSION_PREFIX "%d:" INT64_FORMAT, pid,
 			 session_start);
+}
+
+/*
+ * lq_is_admin: may role act for owners of other roles (release, renew or
+ * take over their grants, cancel their waits)?  Superusers and members of
+ * lockq_admin may.  Looked up for each request: the role can be created,
+ * dropped or granted at any time, and both lookups are cached.
+ */
+static bool
+lq_is_admin(Oid role)
+{
+	Oid			admin;
+
+	if (superuser_arg(role))
+		return true;
+	admin = get_role_oid(LQ_ADMIN_ROLE, true);
+	return OidIsValid(admin) && has_privs_of_role(role, admin);
 }
 
 /*
@@ -329,6 +347,7 @@ lq_call(LqRequest *req)
 	slot = &lq_slots[slotno];
 
 	req->role = GetUserId();
+	req->admin = !req->session_owner && lq_is_admin(req->role);
 	lq_wait_idle(slot);
 
 	SpinLockAcquire(&slot->mutex);

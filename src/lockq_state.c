@@ -360,6 +360,39 @@ lq_reply_error(int slotno, uint64 reqid, int sqlerrcode, const char *fmt,...)
 }
 
 /*
+ * lq_may_act: may this request act for an owner whose grant or wait role
+ * made?  The same role may, and so may an administrator (lq_is_admin) and
+ * a session for its own session-bound owner, whatever role it has switched
+ * to since: that owner name cannot be given by anyone else.
+ */
+static bool
+lq_may_act(const LqRequest *req, Oid role)
+{
+	return req->session_owner || req->admin || req->role == role;
+}
+
+/*
+ * lq_reply_forbidden answers a request that named an owner of another role
+ * (insufficient_privilege); nothing is changed.
+ */
+static void
+lq_reply_forbidden(int slotno, uint64 reqid, const LqRequest *req)
+{
+	LqResult	res;
+
+	memset(&res, 0, sizeof(res));
+	res.status = LQ_ST_ERROR;
+	res.sqlerrcode = ERRCODE_INSUFFICIENT_PRIVILEGE;
+	snprintf(res.message, sizeof(res.message),
+			 "owner \"%s\" of lock \"%s\" belongs to another role",
+			 req->owner, req->lock_id);
+	snprintf(res.hint, sizeof(res.hint),
+			 "Only the role that took the lock or queued the wait, or a member of %s, can act for its owner.",
+			 LQ_ADMIN_ROLE);
+	lq_worker_reply(slotno, reqid, &res);
+}
+
+/*
  * lq_session_room: is there room in shared memory for one more
  * session-bound grant?  If not, the request is answered with an error.
  */
@@ -858,8 +891,9 @@ lq_reply_reentrant(int slotno, uint64 reqid, LqLock *lock, int64 now,
 
 /*
  * lq_apply_get: lockq_get.  The holder gets its token back with the lease
- * extended; anyone else gets the lock if it is free and nobody waits, or
- * joins the tail of the queue and is answered when granted or timed out.
+ * extended (if the request comes from the holder's role: owner names are
+ * not secrets); anyone else gets the lock if it is free and nobody waits,
+ * or joins the tail of the queue and is answered when granted or timed out.
  */
 static void
 lq_apply_get(int slotno, uint64 reqid, const LqRequest *req, int64 now)
@@ -871,10 +905,20 @@ lq_apply_get(int slotno, uint64 reqid, const LqRequest *req, int64 now)
 
 	if (lq_holder_is(lock, req->owner))
 	{
-		lq_reply_reentrant(slotno, reqid, lock, now, req->ttl_us);
+		if (!lq_may_act(req, lock->role))
+			lq_reply_forbidden(slotno, reqid, req);
+		else
+			lq_reply_reentrant(slotno, reqid, lock, now, req->ttl_us);
 		return;
 	}
-	if (lq_waiter_lookup(req->lock_id, req->owner) != NULL)
+	w = lq_waiter_lookup(req->lock_id, req->owner);
+	if (w != NULL && !lq_may_act(req, w->role))
+	{
+		lq_reply_forbidden(slotno, reqid, req);
+		lq_lock_maybe_drop(lock);
+		return;
+	}
+	if (w != NULL)
 	{
 		lq_reply_error(slotno, reqid, ERRCODE_OBJECT_IN_USE,
 					   "owner \"%s\" is already waiting for lock \"%s\"",
@@ -918,7 +962,9 @@ lq_apply_try(int slotno, uint64 reqid, const LqRequest *req, int64 now)
 {
 	LqLock	   *lock = lq_lock_lookup(req->lock_id, false);
 
-	if (lq_holder_is(lock, req->owner))
+	if (lq_holder_is(lock, req->owner) && !lq_may_act(req, lock->role))
+		lq_reply_forbidden(slotno, reqid, req);
+	else if (lq_holder_is(lock, req->owner))
 		lq_reply_reentrant(slotno, reqid, lock, now, req->ttl_us);
 	else if (lq_lock_is_free(lock, now))
 	{
@@ -942,14 +988,18 @@ lq_token_matches(const LqRequest *req, const LqLock *lock)
 
 /*
  * lq_apply_release: lockq_release.  Only the holder (with the right token,
- * if one is given) can release.
+ * if one is given) can release, and only through its own role or an
+ * administrator's (else insufficient_privilege).
  */
 static void
 lq_apply_release(int slotno, uint64 reqid, const LqRequest *req, int64 now)
 {
 	LqLock	   *lock = lq_lock_lookup(req->lock_id, false);
 
-	if (lq_holder_is(lock, req->owner) && lq_token_matches(req, lock))
+	if (lq_holder_is(lock, req->owner) && lq_token_matches(req, lock) &&
+		!lq_may_act(req, lock->role))
+		lq_reply_forbidden(slotno, reqid, req);
+	else if (lq_holder_is(lock, req->owner) && lq_token_matches(req, lock))
 	{
 		lq_end_grant(lock, LQ_END_RELEASE, now);
 		lq_reply(slotno, reqid, LQ_ST_TRUE, 0, false);
@@ -960,14 +1010,17 @@ lq_apply_release(int slotno, uint64 reqid, const LqRequest *req, int64 now)
 
 /*
  * lq_apply_renew: lockq_renew sets the lease end to now + ttl (the grant's
- * own ttl when none is given).
+ * own ttl when none is given); the same rules as lq_apply_release.
  */
 static void
 lq_apply_renew(int slotno, uint64 reqid, const LqRequest *req, int64 now)
 {
 	LqLock	   *lock = lq_lock_lookup(req->lock_id, false);
 
-	if (lq_holder_is(lock, req->owner) && lq_token_matches(req, lock))
+	if (lq_holder_is(lock, req->owner) && lq_token_matches(req, lock) &&
+		!lq_may_act(req, lock->role))
+		lq_reply_forbidden(slotno, reqid, req);
+	else if (lq_holder_is(lock, req->owner) && lq_token_matches(req, lock))
 	{
 		lq_set_lease(lock, now + (req->has_ttl ? req->ttl_us : lock->ttl));
 		lq_reply(slotno, reqid, LQ_ST_TRUE, 0, false);
@@ -1019,10 +1072,18 @@ lq_apply_enqueue(int slotno, uint64 reqid, const LqRequest *req, int64 now)
 
 	if (lq_holder_is(lock, req->owner))
 	{
-		lq_reply_reentrant(slotno, reqid, lock, now, req->ttl_us);
+		if (!lq_may_act(req, lock->role))
+			lq_reply_forbidden(slotno, reqid, req);
+		else
+			lq_reply_reentrant(slotno, reqid, lock, now, req->ttl_us);
 		return;
 	}
 	w = lq_waiter_lookup(req->lock_id, req->owner);
+	if (w != NULL && !lq_may_act(req, w->role))
+	{
+		lq_reply_forbidden(slotno, reqid, req);
+		return;
+	}
 	if (w != NULL && !w->client)
 	{
 		lq_reply_error(slotno, reqid, ERRCODE_OBJECT_IN_USE,
@@ -1074,11 +1135,16 @@ lq_apply_heartbeat(int slotno, uint64 reqid, const LqRequest *req, int64 now)
 
 	if (lq_holder_is(lock, req->owner))
 	{
-		lq_reply_reentrant(slotno, reqid, lock, now, lock->ttl);
+		if (!lq_may_act(req, lock->role))
+			lq_reply_forbidden(slotno, reqid, req);
+		else
+			lq_reply_reentrant(slotno, reqid, lock, now, lock->ttl);
 		return;
 	}
 	w = lq_waiter_lookup(req->lock_id, req->owner);
-	if (w != NULL && w->client)
+	if (w != NULL && !lq_may_act(req, w->role))
+		lq_reply_forbidden(slotno, reqid, req);
+	else if (w != NULL && w->client)
 	{
 		lq_refresh_waiter(w, req, now);
 		lq_reply(slotno, reqid, LQ_ST_QUEUED, 0, false);
@@ -1103,7 +1169,11 @@ lq_apply_cancel(int slotno, uint64 reqid, const LqRequest *req, int64 now)
 	LqLock	   *lock = lq_lock_lookup(req->lock_id, false);
 	LqWaiter   *w = lq_waiter_lookup(req->lock_id, req->owner);
 
-	if (w != NULL && w->client)
+	if ((w != NULL && !lq_may_act(req, w->role)) ||
+		(w == NULL && lq_holder_is(lock, req->owner) &&
+		 !lq_may_act(req, lock->role)))
+		lq_reply_forbidden(slotno, reqid, req);
+	else if (w != NULL && w->client)
 	{
 		LqLock	   *wl = w->lock;
 
