@@ -385,6 +385,9 @@ cmd_run(int argc, char **argv, const char *conninfo)
 /*
  * pg_connect opens a plain libpq connection with an empty search_path and
  * returns the quoted schema of the extension in *schema (PQfreemem it).
+ * The statement that empties search_path is parsed under the role's own,
+ * which may put a hostile schema ahead of pg_catalog: everything in it is
+ * qualified.
  */
 static PGconn *
 pg_connect(const char *conninfo, char **schema)
@@ -400,8 +403,8 @@ pg_connect(const char *conninfo, char **schema)
 	}
 	res = PQexecParams(pg, "SELECT pg_catalog.set_config('search_path', '', false),"
 					   " (SELECT n.nspname FROM pg_catalog.pg_extension e"
-					   "   JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace"
-					   "  WHERE e.extname = 'lockq')",
+					   "   JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) e.extnamespace"
+					   "  WHERE e.extname OPERATOR(pg_catalog.=) 'lockq')",
 					   0, NULL, NULL, NULL, NULL, 0);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQgetisnull(res, 0, 1))
 	{
