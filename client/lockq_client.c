@@ -325,6 +325,11 @@ lockqc_parse_duration(const char *s, int64_t *ms)
 	return 0;
 }
 
+/*
+ * lqc_parse_uint reads a decimal of at least one digit at *pp that fits in
+ * an int64_t and advances *pp past it; -1 when there is none or it is too
+ * large.
+ */
 static int
 lqc_parse_uint(const char **pp, int64_t *out)
 {
@@ -335,9 +340,12 @@ lqc_parse_uint(const char **pp, int64_t *out)
 		return -1;
 	while (*p >= '0' && *p <= '9')
 	{
-		if (v > (INT64_MAX - 9) / 10)
+		int			d = *p++ - '0';
+
+		/* v * 10 + d <= INT64_MAX, exactly (up to INT64_MAX itself) */
+		if (v > (INT64_MAX - d) / 10)
 			return -1;
-		v = v * 10 + (*p++ - '0');
+		v = v * 10 + d;
 	}
 	*pp = p;
 	*out = v;

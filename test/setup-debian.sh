@@ -11,7 +11,8 @@
 PGBIN=/usr/lib/postgresql/15/bin
 PG_CONFIG=$PGBIN/pg_config
 LQ_PACKAGES="postgresql-15 postgresql-server-dev-15 libpq-dev libkrb5-dev
-             build-essential libipc-run-perl faketime pgbouncer rsync valgrind"
+             build-essential libipc-run-perl faketime pgbouncer rsync valgrind
+             clang libclang-rt-dev"
 
 lq_log() { printf '\n=== %s\n' "$*"; }
 
