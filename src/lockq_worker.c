@@ -49,12 +49,14 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "access/xlog.h"
 #include "commands/async.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
 #include "postmaster/interrupt.h"
+#include "replication/syncrep.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "storage/proc.h"
@@ -706,6 +708,65 @@ lq_spi_connect(void)
 }
 
 /*
+ * While the lock server waits for its WAL to be flushed and replicated
+ * (a commit, or lq_wait_replicated), a shutdown request must end that wait,
+ * which watches only ProcDiePending; and what the wait was for must then
+ * not be published.  lq_sigterm sets ProcDiePending only then, so that a
+ * shutdown at any other moment stays the clean stop of the main loop.
+ */
+static volatile sig_atomic_t lq_in_durable_wait = false;
+
+static void
+lq_sigterm(SIGNAL_ARGS)
+{
+	int			save_errno = errno;
+
+	ShutdownRequestPending = true;
+	if (lq_in_durable_wait)
+	{
+		ProcDiePending = true;
+		InterruptPending = true;
+	}
+	SetLatch(MyLatch);
+	errno = save_errno;
+}
+
+/*
+ * lq_after_durable_wait ends a wait begun with lq_in_durable_wait set.  If a
+ * shutdown request cut it short, the WAL waited for may be on this server
+ * only (SyncRepWaitForLSN gives up with a warning): the lock server exits
+ * without publishing anything of the batch.  A restarted lock server waits
+ * again (lq_wait_replicated) before it answers anyone.
+ */
+static void
+lq_after_durable_wait(void)
+{
+	lq_in_durable_wait = false;
+	if (ProcDiePending)
+		ereport(FATAL,
+				(errcode(ERRCODE_ADMIN_SHUTDOWN),
+				 errmsg("terminating the lockq lock server before its last batch was durable"),
+				 errdetail("Nothing of that batch was made known.")));
+}
+
+/*
+ * lq_wait_replicated waits until all WAL flushed so far is acknowledged by
+ * the synchronous standbys, if synchronous replication is configured, as a
+ * commit does.  The lock server calls it before it rebuilds its state: a
+ * previous lock server may have committed a batch (flushed locally, as
+ * every commit that waits for standbys is) and been stopped before the
+ * standbys had it (see lq_after_durable_wait), and nothing loaded from
+ * such a batch may be answered before it would have been.
+ */
+static void
+lq_wait_replicated(void)
+{
+	lq_in_durable_wait = true;
+	SyncRepWaitForLSN(GetFlushRecPtr(NULL), false);
+	lq_after_durable_wait();
+}
+
+/*
  * lq_commit commits the batch's transaction.  A batch that must be flushed
  * before anyone sees it (see the top of this file) is committed never
  * weaker than with a local flush, and as strongly as the server is
@@ -726,6 +787,7 @@ lq_commit(bool sync)
 		synchronous_commit = SYNCHRONOUS_COMMIT_OFF;
 	else if (synchronous_commit < SYNCHRONOUS_COMMIT_LOCAL_FLUSH)
 		ForceSyncCommit();
+	lq_in_durable_wait = sync;
 	PG_TRY();
 	{
 		CommitTransactionCommand();
@@ -735,6 +797,8 @@ lq_commit(bool sync)
 		synchronous_commit = configured;
 	}
 	PG_END_TRY();
+	if (sync)
+		lq_after_durable_wait();
 }
 
 /*
@@ -887,6 +951,7 @@ lq_recover(void)
 	volatile bool failed = false;
 	ErrorData  *edata = NULL;
 
+	lq_wait_replicated();
 	lq_begin_batch();
 	PG_TRY();
 	{
@@ -955,7 +1020,7 @@ lq_recover(void)
 				lq_need_sync = true;
 				if (grace > now)
 					ereport(LOG,
-							(errmsg("lockq grants nothing for %.1f s after the crash, until every lease that may have been lost has ended",
+							(errmsg("lockq grants nothing for %.1f s after a crash or a promotion, until every lease that may have been lost has ended",
 									(grace - now) / 1e6)));
 			}
 			lq_state_set_grace((int64) pg_atomic_read_u64(&lq_shared->grace_until));
@@ -1261,7 +1326,15 @@ void
 lockq_worker_main(Datum main_arg)
 {
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
-	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
+	pqsignal(SIGTERM, lq_sigterm);
+
+	/*
+	 * A query cancel would end a wait for synchronous replication early,
+	 * and the batch would be answered before its grants were replicated:
+	 * the lock server ignores SIGINT (pg_cancel_backend).  Its own timeouts
+	 * (lock_timeout) do not come by signal.
+	 */
+	pqsignal(SIGINT, SIG_IGN);
 	BackgroundWorkerUnblockSignals();
 
 	BackgroundWorkerInitializeConnection(lockq_database, NULL, 0);

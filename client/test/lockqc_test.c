@@ -6,8 +6,9 @@
  *	lockqc_test SCENARIO CONNINFO
  *
  * Prints "ok - ..." / "not ok - ..." lines (relayed as TAP assertions by
- * test/t/010_client_lib.pl) and exits 0 when all passed.  Some scenarios
- * coordinate with the TAP script through stdout ("READY") and stdin.
+ * test/t/010_client_lib.pl, and for failover_hold by test/t/014_failover.pl)
+ * and exits 0 when all passed.  Some scenarios coordinate with the TAP
+ * script through stdout ("READY") and stdin.
  *
  * Copyright (c) 2026, lockq developers
  *
@@ -686,6 +687,115 @@ scenario_reconnect(void)
 	PQfinish(m);
 }
 
+/*
+ * failover_hold: CONNINFO names a primary and its synchronous standby, with
+ * target_session_attrs=read-write.  Two leases are held when the TAP script
+ * (test/t/014_failover.pl) makes the standby the new primary after READY:
+ * FH, with a 20 s ttl, must come through (renewed against the new primary,
+ * same token); FL, with a 3 s ttl, runs out while there is no primary (the
+ * script waits for its "LOST FL" before it promotes), so it must be
+ * reported lost.  A thread samples lockqc_held(FH) all along.  The script
+ * writes a line when the new primary serves.
+ */
+static _Atomic int64_t lost_fl_at = 0;
+static _Atomic int64_t fh_gap_at = 0;
+static _Atomic bool sampling = true;
+
+static void
+report_lost_fl(lockqc_handle *h, void *arg)
+{
+	atomic_store(&lost_fl_at, now_ms());
+	printf("LOST FL\n");
+	fflush(stdout);
+}
+
+static void *
+sample_held(void *p)
+{
+	lockqc_handle *h = p;
+
+	while (atomic_load(&sampling))
+	{
+		if (!lockqc_held(h) && atomic_load(&fh_gap_at) == 0)
+			atomic_store(&fh_gap_at, now_ms());
+		sleep_ms(2);
+	}
+	return NULL;
+}
+
+static void
+scenario_failover_hold(void)
+{
+	lockqc_conn *c = connect_or_die();
+	PGconn	   *m = monitor();
+	lockqc_opts o;
+	lockqc_handle *fh = NULL;
+	lockqc_handle *fl = NULL;
+	pthread_t	th;
+	char		tok_fh[32];
+	char		tok_fl[32];
+	char		line[64];
+	int64_t		token_fh;
+	bool		held;
+
+	lockqc_opts_init(&o);
+	o.ttl_ms = 20000;
+	o.on_lost = record_lost;
+	if (lockqc_lock(c, "FH", &o, &fh) != LOCKQC_OK)
+	{
+		check(false, "FH locked: %s", lockqc_errmsg(c));
+		return;
+	}
+	o.ttl_ms = 3000;
+	o.on_lost = report_lost_fl;
+	if (lockqc_lock(c, "FL", &o, &fl) != LOCKQC_OK)
+	{
+		check(false, "FL locked: %s", lockqc_errmsg(c));
+		return;
+	}
+	token_fh = lockqc_token(fh);
+	snprintf(tok_fh, sizeof(tok_fh), "%" PRId64, token_fh);
+	snprintf(tok_fl, sizeof(tok_fl), "%" PRId64, lockqc_token(fl));
+	check(strcmp(q(m, "SELECT lockq_holds('FH', $1)", tok_fh, NULL, NULL), "t") == 0 &&
+		  strcmp(q(m, "SELECT lockq_holds('FL', $1)", tok_fl, NULL, NULL), "t") == 0,
+		  "FH (20 s ttl) and FL (3 s ttl) held on the primary");
+	PQfinish(m);
+	pthread_create(&th, NULL, sample_held, fh);
+	printf("READY %s %s\n", tok_fh, tok_fl);
+	fflush(stdout);
+	if (fgets(line, sizeof(line), stdin) == NULL)
+	{
+		atomic_store(&sampling, false);
+		pthread_join(th, NULL);
+		return;
+	}
+
+	/* the new primary serves: the multi-host conninfo finds it */
+	m = monitor();
+	check(atomic_load(&lost_fl_at) != 0 && !lockqc_held(fl),
+		  "FL: its lease ran out with no primary to renew it: the callback fired, lockqc_held is false");
+	check(wait_until(m, "SELECT (renewals > 0)::text FROM lockq_stats", NULL, "true"),
+		  "FH: the library reconnected to the new primary and renewed the lease there");
+	held = lockqc_held(fh);
+	check(held && strcmp(q(m, "SELECT lockq_holds('FH', $1)", tok_fh, NULL, NULL), "t") == 0,
+		  "FH: the library holds it and the new primary agrees (lockq_holds)");
+	check(lockqc_token(fh) == token_fh && atomic_load(&lost_at) == 0,
+		  "FH: same token %s, no lost-lease callback", tok_fh);
+	atomic_store(&sampling, false);
+	pthread_join(th, NULL);
+	check(atomic_load(&fh_gap_at) == 0,
+		  "FH: lockqc_held was true at every sample (2 ms apart) through the failover");
+	check(lockqc_unlock(fl) == LOCKQC_LOST, "FL: unlock reports the loss");
+	check(strcmp(q(m, "SELECT count(*) FROM lockq_locks WHERE lock_id = 'FL'", NULL, NULL, NULL), "0") == 0 &&
+		  strcmp(q(m, "SELECT lockq_holds('FL', $1)", tok_fl, NULL, NULL), "f") == 0,
+		  "FL: and leaves nothing held on the new primary");
+	check(lockqc_unlock(fh) == LOCKQC_OK, "FH: unlock on the new primary");
+	check(strcmp(q(m, "SELECT lockq_holds('FH', $1)", tok_fh, NULL, NULL), "f") == 0,
+		  "FH: released");
+	lockqc_disconnect(c);
+	PQfinish(m);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -720,6 +830,8 @@ main(int argc, char **argv)
 		scenario_handoff();
 	else if (strcmp(scenario, "reconnect") == 0)
 		scenario_reconnect();
+	else if (strcmp(scenario, "failover_hold") == 0)
+		scenario_failover_hold();
 	else
 	{
 		fprintf(stderr, "unknown scenario %s\n", scenario);

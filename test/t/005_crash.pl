@@ -136,7 +136,7 @@ note "grace period left after the crash: ${grace_left}s";
 cmp_ok($grace_left, '>', 1, 'the crash left a grace period');
 cmp_ok($grace_left, '<', 4 + 2 + 5 + 1,
 	'no longer than the lease, the horizon slack and the clock reserve');
-like(slurp_file($node->logfile), qr/lockq grants nothing for [0-9.]+ s after the crash/,
+like(slurp_file($node->logfile), qr/lockq grants nothing for [0-9.]+ s after a crash or a promotion/,
 	'the grace period is logged');
 
 # Whatever survived of the short grants keeps its lease at least until the

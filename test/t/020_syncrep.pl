@@ -1,0 +1,118 @@
+# The lock server waiting for a synchronous standby that is gone: nothing
+# it waits for is answered before the standby has it, whatever signals
+# the lock server gets.
+#   - A query cancel (pg_cancel_backend) would end a wait for synchronous
+#     replication early, and the answer would go out; the lock server
+#     ignores it (checked by polling for 3 s for it to leave the wait).
+#   - A terminate ends the wait and the lock server exits without answering;
+#     the restarted one waits for the standby before it answers anyone.
+#   - A fast shutdown does not hang on the wait.
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use LockqTest;
+
+my $primary = lockq_node('primary', init => { allows_streaming => 1 });
+$primary->backup('b');
+my $standby = PostgreSQL::Test::Cluster->new('standby');
+$standby->init_from_backup($primary, 'b', has_streaming => 1);
+$standby->append_conf('postgresql.conf',
+	"primary_conninfo = '" . $primary->connstr . " application_name=standby'\n");
+$standby->start;
+$primary->append_conf('postgresql.conf', "synchronous_standby_names = 'standby'\n");
+$primary->reload;
+ok($primary->poll_query_until('postgres',
+		q{SELECT sync_state FROM pg_stat_replication WHERE application_name = 'standby'},
+		'sync'),
+	'the standby is synchronous');
+
+# durable_wait(): the lock server waits for the standby
+sub durable_wait
+{
+	return $primary->poll_query_until('postgres', q{
+		SELECT wait_event = 'SyncRep' FROM pg_stat_activity
+		 WHERE backend_type = 'lockq lock server'});
+}
+
+# --- cancel, then terminate, while the lock server waits -----------------------
+$standby->stop;
+my $a = start_waiter($primary, 'a',
+	q{SELECT 'token:' || lockq_try('x', 'owner-a', '1 hour');});
+ok(durable_wait(), 'with the standby gone, the lock server waits for it to grant x');
+my $w = worker_pid($primary);
+my $log_offset = -s $primary->logfile;
+is(scalar_query($primary, "SELECT pg_cancel_backend($w)"), 't',
+	'the lock server is sent a query cancel');
+{
+	# the cancel must change nothing: poll (for 3 s) for the lock server to
+	# leave the wait, which it would do at once if the cancel worked
+	local $PostgreSQL::Test::Utils::timeout_default = 3;
+	ok(!$primary->poll_query_until('postgres', qq{
+			SELECT wait_event IS DISTINCT FROM 'SyncRep' FROM pg_stat_activity WHERE pid = $w}),
+		'it keeps waiting for the standby');
+}
+$a->{run}->pump_nb();
+unlike($a->{stdout}, qr/token:/, 'and a has no answer');
+is(scalar_query($primary, "SELECT pg_terminate_backend($w)"), 't',
+	'the lock server is sent a terminate');
+ok($primary->poll_query_until('postgres', qq{
+		SELECT worker_pid IS NOT NULL AND worker_pid <> $w FROM lockq_stats}),
+	'it exited and a new lock server started');
+ok($primary->log_contains('canceling the wait for synchronous replication and terminating connection due to administrator command',
+		$log_offset),
+	'the terminate, not the cancel, ended its wait');
+ok(!$primary->log_contains('canceling wait for synchronous replication due to user request',
+		$log_offset),
+	'the cancel did not end the wait');
+ok(durable_wait(), 'the new lock server waits for the standby before it answers');
+$a->{run}->pump_nb();
+unlike($a->{stdout}, qr/token:/, 'so a has no answer yet');
+
+$standby->start;
+like(waiter_result($a, qr/(token:\d+)/), qr/^token:\d+$/,
+	'once the standby is back, a gets x');
+my ($tok) = $a->{stdout} =~ /token:(\d+)/;
+$primary->wait_for_catchup($standby);
+is($standby->safe_psql('postgres', q{SELECT owner || ':' || token FROM lockq_locks WHERE lock_id = 'x'}),
+	"owner-a:$tok", 'and the standby has that grant');
+$a->quit;
+
+# --- a fast shutdown while the lock server waits ----------------------------
+$standby->stop;
+my $b = start_waiter($primary, 'b',
+	q{SELECT 'token:' || lockq_try('y', 'owner-b', '1 hour');});
+ok(durable_wait(), 'the lock server waits for the standby to grant y');
+$log_offset = -s $primary->logfile;
+{
+	local $ENV{PGCTLTIMEOUT} = 60;
+	ok($primary->stop('fast', fail_ok => 1), 'a fast shutdown does not hang on the wait');
+}
+end_session($b);
+unlike($b->{stdout}, qr/token:/, 'b got no answer');
+ok($primary->log_contains('canceling the wait for synchronous replication and terminating connection due to administrator command',
+		$log_offset),
+	'the shutdown ended the wait');
+
+$standby->start;
+$primary->start;
+ok($primary->poll_query_until('postgres',
+		q{SELECT sync_state FROM pg_stat_replication WHERE application_name = 'standby'},
+		'sync'),
+	'after the restart the standby is synchronous again');
+ok($primary->poll_query_until('postgres',
+		q{SELECT worker_pid IS NOT NULL FROM lockq_stats}),
+	'the lock server runs');
+# y was committed on the primary only: after the wait, it is served (its
+# owner can take it again: same token) and it is on the standby
+my $ty = scalar_query($primary, q{SELECT lockq_try('y', 'owner-b', '1 hour')});
+like($ty, qr/^\d+$/, 'owner-b gets y');
+$primary->wait_for_catchup($standby);
+is($standby->safe_psql('postgres', q{SELECT owner || ':' || token FROM lockq_locks WHERE lock_id = 'y'}),
+	"owner-b:$ty", 'and the standby has it');
+
+$primary->stop;
+$standby->stop;
+done_testing();
