@@ -8,6 +8,10 @@
 #                           root: installs packages, builds, runs all tests
 #   make run                a throw-away cluster with lockq and a live demo
 #   make bench              the benchmark against pg_advisory_lock (ARGS=--quick)
+#   make soak               10 minutes of contention: throughput, table and
+#                           memory bounds (SOAK_SECONDS=120 for a short run)
+#   make fuzz               fuzz the client's input parsers with libFuzzer
+#                           (clang), FUZZ_SECONDS (default 60) per target
 
 EXTENSION = lockq
 MODULE_big = lockq
@@ -72,6 +76,20 @@ run:
 # lockq against pg_advisory_lock; ARGS="--quick" for a short run
 bench:
 	./bench/run-bench.sh $(ARGS)
+
+# liblockq's and the CLI's input parsers (durations, NOTIFY payloads,
+# conninfo, command lines) under libFuzzer with AddressSanitizer and
+# UndefinedBehaviorSanitizer, FUZZ_SECONDS each; see client/fuzz/Makefile.
+# (make test runs them briefly: test/t/017_fuzz.pl.)
+.PHONY: fuzz
+fuzz:
+	$(MAKE) -C client/fuzz PG_CONFIG=$(PG_CONFIG) run
+
+# Ten minutes (SOAK_SECONDS) of contention, not part of make test; see
+# test/soak.sh for what it checks and the bounds.
+.PHONY: soak
+soak:
+	./test/soak.sh
 
 # The three suites one by one (installcheck runs them all, stopping at the
 # first failing one).
