@@ -109,6 +109,7 @@ struct lockqc_handle
 	_Atomic int refs;
 
 	/* under c->mu */
+	pthread_cond_t cv;			/* wakes the lockqc_lock waiting on it */
 	int64_t		next_renew;
 	int64_t		next_heartbeat;
 	bool		notified;		/* a grant/dropped notice came: ask now */
@@ -126,7 +127,8 @@ struct lockqc_handle
 struct lockqc_conn
 {
 	pthread_mutex_t mu;			/* libpq connection, handle list */
-	pthread_cond_t cv;			/* wakes waiting lockqc_lock calls */
+	_Atomic bool wake_all;		/* lockqc_wakeup: every waiting lockqc_lock
+								 * re-checks its cancel flag */
 	PGconn	   *pg;
 	char	   *conninfo;
 	bool		broken;
@@ -262,7 +264,10 @@ void
 lockqc_wakeup(lockqc_conn *c)
 {
 	if (c != NULL)
+	{
+		atomic_store(&c->wake_all, true);
 		lqc_poke(c);
+	}
 }
 
 static void
@@ -405,6 +410,7 @@ lqc_unref(lockqc_handle *h)
 {
 	if (atomic_fetch_sub(&h->refs, 1) == 1)
 	{
+		pthread_cond_destroy(&h->cv);
 		free(h->lock_id);
 		free(h->owner);
 		free(h);
@@ -470,6 +476,8 @@ lqc_disarm(lockqc_conn *c, lockqc_handle *h)
 	pthread_mutex_unlock(&c->tmu);
 }
 
+static void lqc_init_cond(pthread_cond_t *cv);
+
 /*
  * lqc_new_handle builds a handle from the options; NULL with an error for
  * bad arguments.
@@ -532,6 +540,7 @@ lqc_new_handle(lockqc_conn *c, const char *lock_id, const lockqc_opts *opts)
 	h->auto_renew = opts->auto_renew;
 	h->on_lost = opts->on_lost;
 	h->on_lost_arg = opts->on_lost_arg;
+	lqc_init_cond(&h->cv);
 	atomic_init(&h->state, LQC_WAITING);
 	atomic_init(&h->deadline, 0);
 	atomic_init(&h->refs, 1);
@@ -820,7 +829,7 @@ lqc_granted(lockqc_conn *c, lockqc_handle *h, int64_t token, int64_t sent)
 	lqc_arm_locked(c, h);
 	pthread_cond_signal(&c->tcv);
 	pthread_mutex_unlock(&c->tmu);
-	pthread_cond_broadcast(&c->cv);
+	pthread_cond_signal(&h->cv);
 }
 
 /*
@@ -912,7 +921,7 @@ lqc_heartbeat(lockqc_conn *c, lockqc_handle *h)
 	else
 	{
 		atomic_store(&h->state, LQC_FAILED);
-		pthread_cond_broadcast(&c->cv);
+		pthread_cond_signal(&h->cv);
 	}
 }
 
@@ -1022,7 +1031,7 @@ lqc_io_main(void *arg)
 					if (now - c->broken_since > h->heartbeat_ms)
 					{
 						atomic_store(&h->state, LQC_FAILED);
-						pthread_cond_broadcast(&c->cv);
+						pthread_cond_signal(&h->cv);
 					}
 					continue;
 				}
@@ -1052,8 +1061,18 @@ lqc_io_main(void *arg)
 			fds[1].events = POLLIN;
 			nfds = 2;
 		}
-		/* waiting lockqc_lock calls re-check their cancel flags */
-		pthread_cond_broadcast(&c->cv);
+		/*
+		 * After lockqc_wakeup, every waiting lockqc_lock re-checks its
+		 * cancel flag.  Otherwise each is woken only for its own handle: one
+		 * condition variable for all would wake every waiting thread at
+		 * every event, which costs the square of their number.
+		 */
+		if (atomic_exchange(&c->wake_all, false))
+		{
+			for (lockqc_handle *w = c->handles; w != NULL; w = w->next)
+				if (atomic_load(&w->state) == LQC_WAITING)
+					pthread_cond_signal(&w->cv);
+		}
 		pthread_mutex_unlock(&c->mu);
 
 		now = lqc_now();
@@ -1142,7 +1161,6 @@ lqc_free_conn(lockqc_conn *c)
 	if (c->wake[1] >= 0)
 		close(c->wake[1]);
 	pthread_mutex_destroy(&c->mu);
-	pthread_cond_destroy(&c->cv);
 	pthread_mutex_destroy(&c->tmu);
 	pthread_cond_destroy(&c->tcv);
 	free(c);
@@ -1176,9 +1194,9 @@ lockqc_connect(const char *conninfo, char **errmsg)
 		return NULL;
 	}
 	c->wake[0] = c->wake[1] = -1;
+	atomic_init(&c->wake_all, false);
 	pthread_mutex_init(&c->mu, NULL);
 	pthread_mutex_init(&c->tmu, NULL);
-	lqc_init_cond(&c->cv);
 	lqc_init_cond(&c->tcv);
 	lqc_random_hex(rnd);
 	snprintf(c->channel, sizeof(c->channel), "lockqc_%s", rnd);
@@ -1341,7 +1359,7 @@ lockqc_lock(lockqc_conn *c, const char *lock_id, const lockqc_opts *opts,
 			until = lqc_min(deadline, now + 3600 * 1000);
 			ts.tv_sec = until / 1000;
 			ts.tv_nsec = (until % 1000) * 1000000;
-			(void) pthread_cond_timedwait(&c->cv, &c->mu, &ts);
+			(void) pthread_cond_timedwait(&h->cv, &c->mu, &ts);
 		}
 		/* a cancel that raced with the grant still cancels */
 		if (rc == LOCKQC_OK && cancel != NULL && *cancel)

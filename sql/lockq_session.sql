@@ -46,3 +46,29 @@ SELECT ttl = '10 s' AS own_ttl_unchanged,
   FROM lockq_locks WHERE lock_id = 's4';
 SELECT count(*) AS rows_in_table FROM lockq.owners;
 SELECT lockq_release('s4');
+
+-- DISCARD ALL ends the session's session-bound locks, as it does advisory
+-- locks (a session pooler's reset), but not grants with an owner
+SELECT lockq_try('s5') AS t5, lockq_try('s6') AS t6, lockq_try('s7', 'explicit-owner') AS t7 \gset
+SELECT pg_advisory_lock(4242);
+SELECT session_releases AS sr0 FROM lockq_stats \gset
+DISCARD ALL;
+SELECT lock_id, owner FROM lockq_locks WHERE lock_id IN ('s5', 's6', 's7') ORDER BY lock_id;
+SELECT lockq_holds('s5', :t5) AS holds_s5, lockq_holds('s6', :t6) AS holds_s6,
+	   lockq_holds('s7', :t7) AS holds_s7;
+SELECT count(*) AS advisory_left FROM pg_locks WHERE locktype = 'advisory';
+SELECT session_releases - :sr0 AS ended_by_discard FROM lockq_stats;
+-- the released locks can be taken again, under new tokens; release works
+SELECT lockq_try('s5') > :t6 AS new_token;
+SELECT lockq_release('s5') AS released_after_discard;
+SELECT lockq_release('s7', 'explicit-owner') AS explicit_still_held;
+-- DISCARD ALL with nothing held
+DISCARD ALL;
+SELECT count(*) AS nothing_left FROM lockq_locks;
+-- DISCARD ALL cannot run in a transaction block (nothing is released)
+SELECT lockq_try('s8') IS NOT NULL AS taken;
+BEGIN;
+DISCARD ALL;
+ROLLBACK;
+SELECT count(*) AS still_held FROM lockq_locks WHERE lock_id = 's8';
+SELECT lockq_release('s8');

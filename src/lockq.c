@@ -120,5 +120,6 @@ _PG_init(void)
 	MarkGUCPrefixReserved("lockq");
 
 	lq_shmem_init_hooks();
+	lq_install_utility_hook();
 	lq_register_worker();
 }

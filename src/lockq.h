@@ -73,6 +73,8 @@ typedef enum LqOp
 	LQ_OP_HEARTBEAT,			/* client waiter: keep the wait alive */
 	LQ_OP_CANCEL,				/* client waiter: withdraw */
 	LQ_OP_FORCE_RELEASE,		/* administrator: end any grant */
+	LQ_OP_RELEASE_SESSION,		/* DISCARD ALL: end the session's
+								 * session-bound grants */
 	LQ_OP_CLOCK					/* extend the clock's durable ceiling */
 } LqOp;
 
@@ -313,6 +315,7 @@ extern void lq_check_available(void);
 extern LqResult lq_call(LqRequest *req);
 extern void lq_format_session_owner(char *buf, size_t len, int pid,
 									int64 session_start);
+extern void lq_install_utility_hook(void);
 
 /* lockq_worker.c */
 extern PGDLLEXPORT void lockq_worker_main(Datum main_arg);

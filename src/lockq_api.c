@@ -34,6 +34,7 @@
 #include "storage/latch.h"
 #include "storage/proc.h"
 #include "tcop/tcopprot.h"
+#include "tcop/utility.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
@@ -930,4 +931,62 @@ lockq_session_owner(PG_FUNCTION_ARGS)
 
 	lq_format_session_owner(buf, sizeof(buf), MyProcPid, MyStartTimestamp);
 	PG_RETURN_TEXT_P(cstring_to_text(buf));
+}
+
+/*
+ * DISCARD ALL ends the session's session-bound locks, as it releases its
+ * advisory locks: a session pooler (pgbouncer's server_reset_query) runs it
+ * to hand a server connection to the next client, which must not inherit
+ * the last one's locks.  It runs outside a transaction block, so no
+ * transaction of this session is fenced on them.  A session that never
+ * called lockq has none, and is not held up.
+ */
+static ProcessUtility_hook_type lq_prev_process_utility = NULL;
+
+static void
+lq_process_utility(PlannedStmt *pstmt, const char *queryString,
+				   bool readOnlyTree, ProcessUtilityContext context,
+				   ParamListInfo params, QueryEnvironment *queryEnv,
+				   DestReceiver *dest, QueryCompletion *qc)
+{
+	Node	   *parsetree = pstmt->utilityStmt;
+
+	if (lq_prev_process_utility)
+		lq_prev_process_utility(pstmt, queryString, readOnlyTree, context,
+								params, queryEnv, dest, qc);
+	else
+		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context,
+								params, queryEnv, dest, qc);
+
+	if (IsA(parsetree, DiscardStmt) &&
+		((DiscardStmt *) parsetree)->target == DISCARD_ALL &&
+		lq_attached && lq_is_available())
+	{
+		LqRequest	req;
+		LqResult	res;
+
+		memset(&req, 0, sizeof(req));
+		req.op = LQ_OP_RELEASE_SESSION;
+		req.session_owner = true;
+		lq_format_session_owner(req.owner, sizeof(req.owner), MyProcPid,
+								MyStartTimestamp);
+		res = lq_call(&req);
+		lq_raise_if_error(&res);
+		if (lq_my_grants != NULL)
+		{
+			hash_destroy(lq_my_grants);
+			lq_my_grants = NULL;
+		}
+	}
+}
+
+/*
+ * lq_install_utility_hook chains lq_process_utility into ProcessUtility
+ * (from _PG_init, when preloaded).
+ */
+void
+lq_install_utility_hook(void)
+{
+	lq_prev_process_utility = ProcessUtility_hook;
+	ProcessUtility_hook = lq_process_utility;
 }

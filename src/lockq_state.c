@@ -1208,6 +1208,36 @@ lq_apply_force_release(int slotno, uint64 reqid, const LqRequest *req,
 }
 
 /*
+ * lq_apply_release_session: DISCARD ALL in a session that used lockq ends
+ * all its session-bound grants, as it releases its advisory locks; the
+ * answer's token is how many.  (The session cannot be waiting: it is
+ * running DISCARD ALL.)
+ */
+static void
+lq_apply_release_session(int slotno, uint64 reqid, int64 now)
+{
+	LqSession  *s = &lq_sessions[slotno];
+	dlist_mutable_iter iter;
+	int			pid;
+	int64		start;
+	int64		n = 0;
+
+	lq_slot_identity(slotno, &pid, &start);
+	dlist_foreach_modify(iter, &s->held)
+	{
+		LqLock	   *lock = dlist_container(LqLock, session_node, iter.cur);
+
+		if (lock->session_pid == pid && lock->session_start == start &&
+			lock->held && !lock->ending)
+		{
+			lq_end_grant(lock, LQ_END_SESSION, now);
+			n++;
+		}
+	}
+	lq_reply(slotno, reqid, LQ_ST_OK, n, false);
+}
+
+/*
  * lq_state_quick_release applies a quick release (see lockq_release): the
  * session released its grant with this token already, and was told so.
  */
@@ -1256,6 +1286,9 @@ lq_state_apply(int slotno, uint64 reqid, const LqRequest *req, int64 now)
 			break;
 		case LQ_OP_CANCEL:
 			lq_apply_cancel(slotno, reqid, req, now);
+			break;
+		case LQ_OP_RELEASE_SESSION:
+			lq_apply_release_session(slotno, reqid, now);
 			break;
 		case LQ_OP_FORCE_RELEASE:
 			lq_apply_force_release(slotno, reqid, req, now);
