@@ -72,3 +72,17 @@ DISCARD ALL;
 ROLLBACK;
 SELECT count(*) AS still_held FROM lockq_locks WHERE lock_id = 's8';
 SELECT lockq_release('s8');
+
+-- a session-bound grant whose own statement fails is released (the caller
+-- never saw its token; so is one a cancel hits just after lockq_get
+-- returned); one taken by an earlier statement survives the ROLLBACK
+SELECT grants AS g0 FROM lockq_stats \gset
+SELECT lockq_try('s9'), 1 / (0 * random())::int;
+SELECT grants - :g0 AS granted_then_failed FROM lockq_stats;
+SELECT count(*) AS s9_released FROM lockq_locks WHERE lock_id = 's9';
+BEGIN;
+SELECT lockq_try('s10') IS NOT NULL AS taken;
+SELECT 1/0;
+ROLLBACK;
+SELECT count(*) AS s10_survives FROM lockq_locks WHERE lock_id = 's10';
+SELECT lockq_release('s10');

@@ -373,12 +373,24 @@ lq_call(LqRequest *req)
 			if (slot->state == LQ_SLOT_DONE)
 			{
 				res = slot->res;
-				slot->state = LQ_SLOT_IDLE;
 				done = true;
 			}
 			SpinLockRelease(&slot->mutex);
 			if (done)
+			{
+				/*
+				 * A cancel or terminate that came with the answer is
+				 * handled while the answer is still in the slot, so that
+				 * lq_call_cleanup hands it back (a grant is undone and
+				 * passes on) instead of the error coming at the executor's
+				 * next check, after the grant was taken.
+				 */
+				CHECK_FOR_INTERRUPTS();
+				SpinLockAcquire(&slot->mutex);
+				slot->state = LQ_SLOT_IDLE;
+				SpinLockRelease(&slot->mutex);
 				break;
+			}
 
 			/*
 			 * While we sleep we also watch the client's socket: a client
@@ -602,6 +614,46 @@ lq_my_grant(const char *lock_id, int64 token)
 }
 
 /*
+ * The session-bound grant that this session's current top-level statement
+ * created, if any (lq_note_session_grant).  Should that statement fail,
+ * its caller never saw the token: lq_xact_callback releases the grant.
+ * This covers a cancel or terminate that arrives just after lockq_get has
+ * returned (the executor raises it at its next check), the one case
+ * lq_call cannot hand back itself.
+ */
+static struct
+{
+	bool		valid;
+	TimestampTz stmt_start;
+	int64		token;
+	char		lock_id[LQ_MAX_ID_LEN + 1];
+}			lq_fresh;
+
+static void lq_xact_callback(XactEvent event, void *arg);
+
+/*
+ * lq_note_session_grant records a session-bound grant this session holds
+ * (for quick releases) and, if this call created it, that it belongs to
+ * the current statement until the statement ends.
+ */
+static void
+lq_note_session_grant(const LqRequest *req, const LqResult *res)
+{
+	lq_my_grant(req->lock_id, res->token);
+	if (!res->fresh_grant)
+		return;
+	if (!lq_xact_cb_registered)
+	{
+		RegisterXactCallback(lq_xact_callback, NULL);
+		lq_xact_cb_registered = true;
+	}
+	lq_fresh.valid = true;
+	lq_fresh.stmt_start = GetCurrentStatementStartTimestamp();
+	lq_fresh.token = res->token;
+	strlcpy(lq_fresh.lock_id, req->lock_id, sizeof(lq_fresh.lock_id));
+}
+
+/*
  * lq_quick_release releases a session-bound lock without waiting for the
  * worker, when this session can tell by itself that the release succeeds:
  * it knows the grant's token, and marking the grant released in shared
@@ -677,7 +729,7 @@ lockq_get(PG_FUNCTION_ARGS)
 	lq_raise_if_error(&res);
 	Assert(res.status == LQ_ST_GRANTED);
 	if (req.session_owner)
-		lq_my_grant(req.lock_id, res.token);
+		lq_note_session_grant(&req, &res);
 	PG_RETURN_INT64(res.token);
 }
 
@@ -701,7 +753,7 @@ lockq_try(PG_FUNCTION_ARGS)
 	if (res.status != LQ_ST_GRANTED)
 		PG_RETURN_NULL();
 	if (req.session_owner)
-		lq_my_grant(req.lock_id, res.token);
+		lq_note_session_grant(&req, &res);
 	PG_RETURN_INT64(res.token);
 }
 
@@ -763,6 +815,21 @@ lockq_renew(PG_FUNCTION_ARGS)
 static void
 lq_xact_callback(XactEvent event, void *arg)
 {
+	if (lq_fresh.valid && event == XACT_EVENT_ABORT &&
+		lq_fresh.stmt_start == GetCurrentStatementStartTimestamp())
+	{
+		LqRequest	req;
+
+		/* the statement that took it failed: nobody saw the token */
+		memset(&req, 0, sizeof(req));
+		strlcpy(req.lock_id, lq_fresh.lock_id, sizeof(req.lock_id));
+		req.has_token = true;
+		req.token = lq_fresh.token;
+		(void) lq_quick_release(&req);
+	}
+	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT ||
+		event == XACT_EVENT_PREPARE)
+		lq_fresh.valid = false;
 	if (!lq_fenced)
 		return;
 	if (event == XACT_EVENT_PRE_PREPARE && lq_grants_nfences() > 0)
@@ -859,7 +926,7 @@ lockq_enqueue(PG_FUNCTION_ARGS)
 	if (res.status != LQ_ST_GRANTED)
 		PG_RETURN_NULL();
 	if (req.session_owner)
-		lq_my_grant(req.lock_id, res.token);
+		lq_note_session_grant(&req, &res);
 	PG_RETURN_INT64(res.token);
 }
 
@@ -882,7 +949,7 @@ lockq_heartbeat(PG_FUNCTION_ARGS)
 	if (res.status != LQ_ST_GRANTED)
 		PG_RETURN_NULL();
 	if (req.session_owner)
-		lq_my_grant(req.lock_id, res.token);
+		lq_note_session_grant(&req, &res);
 	PG_RETURN_INT64(res.token);
 }
 
