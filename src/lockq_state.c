@@ -881,12 +881,27 @@ lq_grant_now(LqLock *lock, int slotno, const LqRequest *req, int64 lease,
 					req->channel, confirmed);
 }
 
-static void
-lq_reply_reentrant(int slotno, uint64 reqid, LqLock *lock, int64 now,
-				   int64 ttl)
+/*
+ * lq_answer_holder answers a request by the lock's current holder (true),
+ * or returns false if the requesting owner does not hold it.  The holder
+ * gets its token back with the lease extended to at least now + ttl (0:
+ * the grant's own ttl), if the request comes from the holder's role
+ * (lq_may_act; owner names are not secrets), else insufficient_privilege.
+ */
+static bool
+lq_answer_holder(int slotno, uint64 reqid, const LqRequest *req,
+				 LqLock *lock, int64 now, int64 ttl)
 {
-	lq_set_lease(lock, Max(lock->expires, now + ttl));
-	lq_reply(slotno, reqid, LQ_ST_GRANTED, lock->token, false);
+	if (!lq_holder_is(lock, req->owner))
+		return false;
+	if (!lq_may_act(req, lock->role))
+		lq_reply_forbidden(slotno, reqid, req);
+	else
+	{
+		lq_set_lease(lock, Max(lock->expires, now + (ttl > 0 ? ttl : lock->ttl)));
+		lq_reply(slotno, reqid, LQ_ST_GRANTED, lock->token, false);
+	}
+	return true;
 }
 
 /*
@@ -903,14 +918,8 @@ lq_apply_get(int slotno, uint64 reqid, const LqRequest *req, int64 now)
 	int			pid;
 	int64		start;
 
-	if (lq_holder_is(lock, req->owner))
-	{
-		if (!lq_may_act(req, lock->role))
-			lq_reply_forbidden(slotno, reqid, req);
-		else
-			lq_reply_reentrant(slotno, reqid, lock, now, req->ttl_us);
+	if (lq_answer_holder(slotno, reqid, req, lock, now, req->ttl_us))
 		return;
-	}
 	w = lq_waiter_lookup(req->lock_id, req->owner);
 	if (w != NULL && !lq_may_act(req, w->role))
 	{
@@ -962,11 +971,9 @@ lq_apply_try(int slotno, uint64 reqid, const LqRequest *req, int64 now)
 {
 	LqLock	   *lock = lq_lock_lookup(req->lock_id, false);
 
-	if (lq_holder_is(lock, req->owner) && !lq_may_act(req, lock->role))
-		lq_reply_forbidden(slotno, reqid, req);
-	else if (lq_holder_is(lock, req->owner))
-		lq_reply_reentrant(slotno, reqid, lock, now, req->ttl_us);
-	else if (lq_lock_is_free(lock, now))
+	if (lq_answer_holder(slotno, reqid, req, lock, now, req->ttl_us))
+		return;
+	if (lq_lock_is_free(lock, now))
 	{
 		int64		token;
 
@@ -1070,14 +1077,8 @@ lq_apply_enqueue(int slotno, uint64 reqid, const LqRequest *req, int64 now)
 	LqLock	   *lock = lq_lock_lookup(req->lock_id, true);
 	LqWaiter   *w;
 
-	if (lq_holder_is(lock, req->owner))
-	{
-		if (!lq_may_act(req, lock->role))
-			lq_reply_forbidden(slotno, reqid, req);
-		else
-			lq_reply_reentrant(slotno, reqid, lock, now, req->ttl_us);
+	if (lq_answer_holder(slotno, reqid, req, lock, now, req->ttl_us))
 		return;
-	}
 	w = lq_waiter_lookup(req->lock_id, req->owner);
 	if (w != NULL && !lq_may_act(req, w->role))
 	{
@@ -1133,14 +1134,8 @@ lq_apply_heartbeat(int slotno, uint64 reqid, const LqRequest *req, int64 now)
 	LqLock	   *lock = lq_lock_lookup(req->lock_id, false);
 	LqWaiter   *w;
 
-	if (lq_holder_is(lock, req->owner))
-	{
-		if (!lq_may_act(req, lock->role))
-			lq_reply_forbidden(slotno, reqid, req);
-		else
-			lq_reply_reentrant(slotno, reqid, lock, now, lock->ttl);
+	if (lq_answer_holder(slotno, reqid, req, lock, now, 0))
 		return;
-	}
 	w = lq_waiter_lookup(req->lock_id, req->owner);
 	if (w != NULL && !lq_may_act(req, w->role))
 		lq_reply_forbidden(slotno, reqid, req);

@@ -42,7 +42,6 @@ extern void lq_worker_reply(int slotno, uint64 reqid, const LqResult *res);
 extern void lq_worker_notify(const char *channel, const char *event,
 							 int64 token, const char *lock_id,
 							 const char *owner);
-extern void lq_worker_need_sync(void);
 extern int64 lq_worker_next_token(void);
 extern void lq_worker_lease_shown(int64 expires, int64 lease_us);
 extern void lq_worker_grant_put(const LqSessionGrant *g);

@@ -158,11 +158,6 @@ lq_register_worker(void)
 /*
  * Services for lockq_state.c.
  */
-void
-lq_worker_need_sync(void)
-{
-	lq_need_sync = true;
-}
 
 /*
  * lq_worker_next_token issues a fencing token: one above the last, raising
