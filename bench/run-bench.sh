@@ -38,15 +38,7 @@ cleanup() {
 trap cleanup EXIT
 
 lq_log "starting a temporary cluster in $DIR"
-as_user "$PGBIN/initdb" -D "$DIR/data" -A trust -U postgres >/dev/null
-cat >>"$DIR/data/postgresql.conf" <<EOC
-listen_addresses = ''
-port = $PORT
-unix_socket_directories = '$DIR'
-shared_preload_libraries = 'lockq'
-max_connections = 300
-EOC
-as_user "$PGBIN/pg_ctl" -D "$DIR/data" -l "$DIR/server.log" -w start >/dev/null
+lq_start_cluster "$DIR" "$DIR/data" "$PORT" "max_connections = 300"
 as_user "$PGBIN/psql" -X -q -h "$DIR" -p "$PORT" -U postgres -d postgres \
 	-c "CREATE EXTENSION lockq"
 

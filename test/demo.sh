@@ -55,17 +55,7 @@ lq_log "starting a PostgreSQL 15 cluster as $DEMOUSER in $DIR (port $PORT)"
 mkdir -p "$DIR"
 chown "$DEMOUSER": "$DIR" 2>/dev/null || true
 chmod 755 "$DIR"
-as_user "$PGBIN/initdb" -D "$DATA" -U postgres -A trust --no-sync >/dev/null
-cat >>"$DATA/postgresql.conf" <<EOF
-
-# lockq demo
-listen_addresses = ''
-port = $PORT
-unix_socket_directories = '$DIR'
-shared_preload_libraries = 'lockq'
-lockq.database = 'postgres'
-EOF
-as_user "$PGBIN/pg_ctl" -D "$DATA" -l "$DIR/server.log" -w start >/dev/null
+lq_start_cluster "$DIR" "$DATA" "$PORT" "lockq.database = 'postgres'"
 
 PSQL=("$PGBIN/psql" -h "$DIR" -p "$PORT" -U postgres -d postgres -X -q -v ON_ERROR_STOP=1)
 sql() { as_user "${PSQL[@]}" "$@"; }

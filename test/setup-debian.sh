@@ -6,6 +6,8 @@
 #   lq_install_packages   as root: apt-get install whatever is missing
 #   lq_build_install      build lockq and install it into PostgreSQL 15
 #   lq_ensure_user NAME   as root: create an unprivileged user if missing
+#   lq_start_cluster DIR DATA PORT [CONF]
+#                         initdb and start a throw-away cluster (with as_user)
 # and the variables PGBIN and PG_CONFIG.
 
 PGBIN=/usr/lib/postgresql/15/bin
@@ -43,4 +45,23 @@ lq_build_install() {
 
 lq_ensure_user() {
 	id "$1" >/dev/null 2>&1 || useradd --create-home --shell /bin/bash "$1"
+}
+
+# lq_start_cluster DIR DATA PORT [CONF] creates a cluster in DATA with the
+# caller's as_user (PostgreSQL refuses to run as root), lockq preloaded,
+# reachable only through a socket in DIR on PORT, CONF (lines) appended to
+# its settings, and starts it with its log in DIR/server.log.
+lq_start_cluster() {
+	local dir=$1 data=$2 port=$3 conf=${4:-}
+	as_user "$PGBIN/initdb" -D "$data" -U postgres -A trust --no-sync >/dev/null
+	cat >>"$data/postgresql.conf" <<EOC
+
+# throw-away lockq cluster
+listen_addresses = ''
+port = $port
+unix_socket_directories = '$dir'
+shared_preload_libraries = 'lockq'
+$conf
+EOC
+	as_user "$PGBIN/pg_ctl" -D "$data" -l "$dir/server.log" -w start >/dev/null
 }

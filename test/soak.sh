@@ -125,14 +125,7 @@ psql_q() {
 }
 
 lq_log "starting a temporary cluster in $DIR"
-as_user "$PGBIN/initdb" -D "$DIR/data" -A trust -U postgres >/dev/null
-cat >>"$DIR/data/postgresql.conf" <<EOC
-listen_addresses = ''
-port = $PORT
-unix_socket_directories = '$DIR'
-shared_preload_libraries = 'lockq'
-EOC
-as_user "$PGBIN/pg_ctl" -D "$DIR/data" -l "$DIR/server.log" -w start >/dev/null
+lq_start_cluster "$DIR" "$DIR/data" "$PORT"
 
 psql_q <<EOSQL
 CREATE EXTENSION lockq;
