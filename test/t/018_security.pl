@@ -41,47 +41,39 @@ CREATE FUNCTION evil.record(what text) RETURNS void
 	SELECT what, current_user,
 		   (SELECT backend_type FROM pg_stat_activity WHERE pid = pg_backend_pid())
 $$;
-
-CREATE FUNCTION evil.eq_oid(oid, oid) RETURNS boolean
-	LANGUAGE plpgsql SET search_path = pg_catalog AS $$
-	BEGIN PERFORM evil.record('=(oid,oid)'); RETURN $1 = $2; END $$;
-CREATE OPERATOR evil.= (FUNCTION = evil.eq_oid, LEFTARG = oid, RIGHTARG = oid);
-CREATE FUNCTION evil.eq_name(name, name) RETURNS boolean
-	LANGUAGE plpgsql SET search_path = pg_catalog AS $$
-	BEGIN PERFORM evil.record('=(name,name)'); RETURN $1 = $2; END $$;
-CREATE OPERATOR evil.= (FUNCTION = evil.eq_name, LEFTARG = name, RIGHTARG = name);
-CREATE FUNCTION evil.eq_text(text, text) RETURNS boolean
-	LANGUAGE plpgsql SET search_path = pg_catalog AS $$
-	BEGIN PERFORM evil.record('=(text,text)'); RETURN $1 = $2; END $$;
-CREATE OPERATOR evil.= (FUNCTION = evil.eq_text, LEFTARG = text, RIGHTARG = text);
-CREATE FUNCTION evil.eq_int8(bigint, bigint) RETURNS boolean
-	LANGUAGE plpgsql SET search_path = pg_catalog AS $$
-	BEGIN PERFORM evil.record('=(bigint,bigint)'); RETURN $1 = $2; END $$;
-CREATE OPERATOR evil.= (FUNCTION = evil.eq_int8, LEFTARG = bigint, RIGHTARG = bigint);
-CREATE FUNCTION evil.minus(bigint, integer) RETURNS bigint
-	LANGUAGE plpgsql SET search_path = pg_catalog AS $$
-	BEGIN PERFORM evil.record('-(bigint,integer)'); RETURN $1 - $2; END $$;
-CREATE OPERATOR evil.- (FUNCTION = evil.minus, LEFTARG = bigint, RIGHTARG = integer);
-
-CREATE FUNCTION evil.lockq_try(text, text, interval) RETURNS bigint
-	LANGUAGE plpgsql SET search_path = pg_catalog AS $$
-	BEGIN PERFORM evil.record('lockq_try'); RETURN public.lockq_try($1, $2, $3); END $$;
-CREATE FUNCTION evil.lockq_enqueue(text, text, interval, text, interval) RETURNS bigint
-	LANGUAGE plpgsql SET search_path = pg_catalog AS $$
-	BEGIN PERFORM evil.record('lockq_enqueue'); RETURN public.lockq_enqueue($1, $2, $3, $4, $5); END $$;
-CREATE FUNCTION evil.lockq_heartbeat(text, text) RETURNS bigint
-	LANGUAGE plpgsql SET search_path = pg_catalog AS $$
-	BEGIN PERFORM evil.record('lockq_heartbeat'); RETURN public.lockq_heartbeat($1, $2); END $$;
-CREATE FUNCTION evil.lockq_renew(text, text, bigint, interval) RETURNS boolean
-	LANGUAGE plpgsql SET search_path = pg_catalog AS $$
-	BEGIN PERFORM evil.record('lockq_renew'); RETURN public.lockq_renew($1, $2, $3, $4); END $$;
-CREATE FUNCTION evil.lockq_release(text, text, bigint) RETURNS boolean
-	LANGUAGE plpgsql SET search_path = pg_catalog AS $$
-	BEGIN PERFORM evil.record('lockq_release'); RETURN public.lockq_release($1, $2, $3); END $$;
-CREATE FUNCTION evil.lockq_cancel(text, text) RETURNS boolean
-	LANGUAGE plpgsql SET search_path = pg_catalog AS $$
-	BEGIN PERFORM evil.record('lockq_cancel'); RETURN public.lockq_cancel($1, $2); END $$;
 });
+# Each shadow records its call, then does the real thing: operators
+# (name, operator, left type, right type, result type) ...
+my @shadow_sql;
+for my $o ([ 'eq_oid', '=', 'oid', 'oid', 'boolean' ],
+	[ 'eq_name', '=', 'name', 'name', 'boolean' ],
+	[ 'eq_text', '=', 'text', 'text', 'boolean' ],
+	[ 'eq_int8', '=', 'bigint', 'bigint', 'boolean' ],
+	[ 'minus', '-', 'bigint', 'integer', 'bigint' ])
+{
+	my ($fn, $op, $l, $r, $res) = @$o;
+	push @shadow_sql, qq{
+CREATE FUNCTION evil.$fn($l, $r) RETURNS $res
+	LANGUAGE plpgsql SET search_path = pg_catalog AS \$\$
+	BEGIN PERFORM evil.record('$op($l,$r)'); RETURN \$1 $op \$2; END \$\$;
+CREATE OPERATOR evil.$op (FUNCTION = evil.$fn, LEFTARG = $l, RIGHTARG = $r);};
+}
+# ... and lockq's functions (name, argument types, result type)
+for my $f ([ 'lockq_try', 'text, text, interval', 'bigint' ],
+	[ 'lockq_enqueue', 'text, text, interval, text, interval', 'bigint' ],
+	[ 'lockq_heartbeat', 'text, text', 'bigint' ],
+	[ 'lockq_renew', 'text, text, bigint, interval', 'boolean' ],
+	[ 'lockq_release', 'text, text, bigint', 'boolean' ],
+	[ 'lockq_cancel', 'text, text', 'boolean' ])
+{
+	my ($fn, $args, $res) = @$f;
+	my $params = join(', ', map { "\$$_" } 1 .. scalar(split /, /, $args));
+	push @shadow_sql, qq{
+CREATE FUNCTION evil.$fn($args) RETURNS $res
+	LANGUAGE plpgsql SET search_path = pg_catalog AS \$\$
+	BEGIN PERFORM evil.record('$fn'); RETURN public.$fn($params); END \$\$;};
+}
+$node->safe_psql('postgres', join("\n", 'SET ROLE mallory;', @shadow_sql));
 $node->safe_psql('postgres', q{
 ALTER ROLE app SET search_path = evil, pg_catalog, public;
 ALTER DATABASE postgres SET search_path = evil, pg_catalog, public;
