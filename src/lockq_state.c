@@ -905,6 +905,38 @@ lq_answer_holder(int slotno, uint64 reqid, const LqRequest *req,
 }
 
 /*
+ * lq_grant_or_refuse answers an acquisition that would otherwise queue
+ * (lockq_get, lockq_enqueue): with a grant if the lock is free and nobody
+ * waits, or with an error if there is no room (for a session-bound grant,
+ * or for one more waiter).  False: the caller queues the request.
+ */
+static bool
+lq_grant_or_refuse(int slotno, uint64 reqid, const LqRequest *req,
+				   LqLock *lock, int64 now)
+{
+	if (lq_lock_is_free(lock, now))
+	{
+		int64		token;
+
+		if (req->session_owner && !lq_session_room(slotno, reqid))
+		{
+			lq_lock_maybe_drop(lock);
+			return true;
+		}
+		token = lq_grant_now(lock, slotno, req, req->ttl_us, true);
+		lq_reply(slotno, reqid, LQ_ST_GRANTED, token, true);
+		return true;
+	}
+	if (lq_nwaiters >= lockq_max_waiters)
+	{
+		lq_reply_error(slotno, reqid, ERRCODE_INSUFFICIENT_RESOURCES,
+					   "too many lockq waiters");
+		return true;
+	}
+	return false;
+}
+
+/*
  * lq_apply_get: lockq_get.  The holder gets its token back with the lease
  * extended (if the request comes from the holder's role: owner names are
  * not secrets); anyone else gets the lock if it is free and nobody waits,
@@ -935,25 +967,8 @@ lq_apply_get(int slotno, uint64 reqid, const LqRequest *req, int64 now)
 		lq_lock_maybe_drop(lock);
 		return;
 	}
-	if (lq_lock_is_free(lock, now))
-	{
-		int64		token;
-
-		if (req->session_owner && !lq_session_room(slotno, reqid))
-		{
-			lq_lock_maybe_drop(lock);
-			return;
-		}
-		token = lq_grant_now(lock, slotno, req, req->ttl_us, true);
-		lq_reply(slotno, reqid, LQ_ST_GRANTED, token, true);
+	if (lq_grant_or_refuse(slotno, reqid, req, lock, now))
 		return;
-	}
-	if (lq_nwaiters >= lockq_max_waiters)
-	{
-		lq_reply_error(slotno, reqid, ERRCODE_INSUFFICIENT_RESOURCES,
-					   "too many lockq waiters");
-		return;
-	}
 
 	lq_slot_identity(slotno, &pid, &start);
 	w = lq_waiter_create(lock, req->owner, false, 0, true, req->ttl_us, 0,
@@ -1098,25 +1113,8 @@ lq_apply_enqueue(int slotno, uint64 reqid, const LqRequest *req, int64 now)
 		lq_reply(slotno, reqid, LQ_ST_QUEUED, 0, false);
 		return;
 	}
-	if (lq_lock_is_free(lock, now))
-	{
-		int64		token;
-
-		if (req->session_owner && !lq_session_room(slotno, reqid))
-		{
-			lq_lock_maybe_drop(lock);
-			return;
-		}
-		token = lq_grant_now(lock, slotno, req, req->ttl_us, true);
-		lq_reply(slotno, reqid, LQ_ST_GRANTED, token, true);
+	if (lq_grant_or_refuse(slotno, reqid, req, lock, now))
 		return;
-	}
-	if (lq_nwaiters >= lockq_max_waiters)
-	{
-		lq_reply_error(slotno, reqid, ERRCODE_INSUFFICIENT_RESOURCES,
-					   "too many lockq waiters");
-		return;
-	}
 	w = lq_waiter_create(lock, req->owner, true, 0, true, req->ttl_us,
 						 req->wait_ttl_us, req->role, req->channel, -1, 0,
 						 0, 0);
