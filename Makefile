@@ -5,7 +5,8 @@
 #   make installcheck       regress, isolation and TAP tests, each against
 #                           its own temporary cluster (run as a non-root user)
 #   make test               everything, from a fresh Debian 12 machine as
-#                           root: installs packages, builds, runs all tests
+#                           root: installs packages, builds the test build
+#                           (FAULT_INJECTION=1), runs all tests
 #   make run                a throw-away cluster with lockq and a live demo
 #   make bench              the benchmark against pg_advisory_lock (ARGS=--quick)
 #   make soak               10 minutes of contention: throughput, table and
@@ -15,9 +16,9 @@
 
 EXTENSION = lockq
 MODULE_big = lockq
-OBJS = src/lockq.o src/lockq_api.o src/lockq_clock.o src/lockq_grants.o \
-	   src/lockq_shmem.o src/lockq_state.o src/lockq_store.o src/lockq_views.o \
-	   src/lockq_worker.o
+OBJS = src/lockq.o src/lockq_api.o src/lockq_clock.o src/lockq_fault.o \
+	   src/lockq_grants.o src/lockq_shmem.o src/lockq_state.o src/lockq_store.o \
+	   src/lockq_views.o src/lockq_worker.o
 DATA = $(wildcard sql/lockq--*.sql)
 PGFILEDESC = "lockq - fair, durable, lease-based locks"
 
@@ -36,6 +37,18 @@ PROVE_TESTS = test/t/*.pl
 EXTRA_CLEAN = tmp_check_iso output_iso
 
 PG_CPPFLAGS = -Isrc
+
+# FAULT_INJECTION=1 builds the test build: named fault-injection points
+# (src/lockq_fault.c) that tests arm from SQL.  The production build has
+# none.  make test uses it; a change of flavour rebuilds every object.
+FAULT_INJECTION ?= 0
+ifeq ($(FAULT_INJECTION),1)
+PG_CPPFLAGS += -DLOCKQ_FAULT_INJECTION
+LQ_FLAVOUR = fault-injection
+else
+LQ_FLAVOUR = production
+endif
+$(shell test "$$(cat src/.flavour 2>/dev/null)" = "$(LQ_FLAVOUR)" || echo "$(LQ_FLAVOUR)" > src/.flavour)
 PG_CFLAGS = -Wall -Wmissing-prototypes -Wno-unused-parameter
 
 ifeq ($(wildcard /usr/lib/postgresql/15/bin/pg_config),)
@@ -47,7 +60,7 @@ PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
 # PGXS does not track header dependencies: every object depends on them all.
-$(OBJS): $(wildcard src/*.h)
+$(OBJS): $(wildcard src/*.h) src/.flavour
 
 # (Makefile.global resets PROVE_FLAGS, so this comes after the include)
 PROVE_FLAGS += -I test/perl

@@ -32,8 +32,11 @@ show_failures() {
 	return 0
 }
 
+# The tests run against the test build, with fault-injection points, and
+# a test whose tools are missing fails instead of skipping (LOCKQ_MAKE_TEST).
+export LOCKQ_MAKE_TEST=1
 lq_install_packages
-LQ_CFLAGS="-Wall -Wmissing-prototypes -Wno-unused-parameter -Werror" lq_build_install
+LQ_FAULT_INJECTION=1 LQ_CFLAGS="-Wall -Wmissing-prototypes -Wno-unused-parameter -Werror" lq_build_install
 
 targets=()
 for s in $SUITES; do
@@ -51,7 +54,7 @@ if [ "$(id -u)" -eq 0 ]; then
 	rsync -a --exclude .git "$here/" "$work/"
 	chown -R "$TESTUSER": "$work"
 	log "running ${SUITES} as $TESTUSER in $work"
-	if ! runuser -u "$TESTUSER" -- make -C "$work" PG_CONFIG="$PG_CONFIG" "${targets[@]}"; then
+	if ! runuser -u "$TESTUSER" -- env LOCKQ_MAKE_TEST=1 make -C "$work" PG_CONFIG="$PG_CONFIG" FAULT_INJECTION=1 "${targets[@]}"; then
 		show_failures "$work"
 		log "FAILED (work tree kept in $work)"
 		exit 1
@@ -59,7 +62,7 @@ if [ "$(id -u)" -eq 0 ]; then
 	rm -rf "$work"
 else
 	log "running ${SUITES}"
-	if ! make PG_CONFIG="$PG_CONFIG" "${targets[@]}"; then
+	if ! make PG_CONFIG="$PG_CONFIG" FAULT_INJECTION=1 "${targets[@]}"; then
 		show_failures "$here"
 		log "FAILED"
 		exit 1

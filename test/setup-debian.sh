@@ -5,6 +5,7 @@
 # Sourced, not run.  Provides:
 #   lq_install_packages   as root: apt-get install whatever is missing
 #   lq_build_install      build lockq and install it into PostgreSQL 15
+#                         (LQ_FAULT_INJECTION=1: the test build)
 #   lq_ensure_user NAME   as root: create an unprivileged user if missing
 #   lq_start_cluster DIR DATA PORT [CONF]
 #                         initdb and start a throw-away cluster (with as_user)
@@ -35,11 +36,12 @@ lq_install_packages() {
 
 lq_build_install() {
 	lq_log "building lockq"
-	make -s PG_CONFIG="$PG_CONFIG" ${LQ_CFLAGS:+PG_CFLAGS="$LQ_CFLAGS"}
+	local fi=FAULT_INJECTION=${LQ_FAULT_INJECTION:-0}
+	make -s PG_CONFIG="$PG_CONFIG" "$fi" ${LQ_CFLAGS:+PG_CFLAGS="$LQ_CFLAGS"}
 	if [ -w "$($PG_CONFIG --pkglibdir)" ]; then
-		make -s PG_CONFIG="$PG_CONFIG" install
+		make -s PG_CONFIG="$PG_CONFIG" "$fi" install
 	else
-		sudo make -s PG_CONFIG="$PG_CONFIG" install
+		sudo make -s PG_CONFIG="$PG_CONFIG" "$fi" install
 	fi
 }
 

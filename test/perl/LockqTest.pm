@@ -17,7 +17,25 @@ use Time::HiRes qw(time);
 
 use Exporter 'import';
 our @EXPORT = qw(lockq_node start_waiter waiter_result wait_for_waiters
-  wait_for_holder worker_pid scalar_query crash_restart end_session);
+  wait_for_holder worker_pid scalar_query crash_restart end_session
+  require_tool fault_functions fault_fired wait_for_worker);
+
+# require_tool(ok, what) skips the whole test file when a tool it needs is
+# missing (ok false), with what as the reason; but under make test
+# (LOCKQ_MAKE_TEST=1), which installs every tool, a missing tool is a
+# failure: no test is skipped silently there.
+sub require_tool
+{
+	my ($ok, $what) = @_;
+	return if $ok;
+	if ($ENV{LOCKQ_MAKE_TEST})
+	{
+		plan tests => 1;
+		fail("required tool missing under make test: $what");
+		exit 0;
+	}
+	plan skip_all => $what;
+}
 
 # lockq_node(name, extra_conf) creates and starts a node with lockq
 # preloaded and the extension created in database postgres.
@@ -147,6 +165,39 @@ sub _has_children_of
 	}
 	closedir $dh;
 	return 0;
+}
+
+# fault_functions(node) creates the fault-injection functions of the test
+# build (test/sql/lockq_fault.sql) in database postgres.  A build without
+# fault injection cannot run these tests: that is a failure, not a skip.
+sub fault_functions
+{
+	my ($node) = @_;
+	my $sql = PostgreSQL::Test::Utils::slurp_file("$ENV{TESTDIR}/test/sql/lockq_fault.sql");
+	my ($rc, $out, $err) = $node->psql('postgres', $sql);
+	die "lockq was not built with FAULT_INJECTION=1 (make test does): $err"
+	  if $rc != 0;
+	return;
+}
+
+# fault_fired(node, name, n) polls until the fault point name has fired
+# at least n times (default 1).
+sub fault_fired
+{
+	my ($node, $name, $n) = @_;
+	$n //= 1;
+	return $node->poll_query_until('postgres',
+		"SELECT coalesce((SELECT fired >= $n FROM lockq_faults() WHERE name = '$name'), false)");
+}
+
+# wait_for_worker(node, old_pid) polls until a lock server runs (one other
+# than old_pid, if given) and answers.
+sub wait_for_worker
+{
+	my ($node, $old) = @_;
+	my $cond = defined $old ? "AND worker_pid <> $old" : '';
+	return $node->poll_query_until('postgres',
+		"SELECT worker_pid IS NOT NULL $cond FROM lockq_stats");
 }
 
 # worker_pid(node) returns the pid of the lock server.

@@ -18,7 +18,7 @@ use Time::HiRes qw(time);
 use LockqTest;
 
 my $libfaketime = '/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1';
-plan skip_all => "libfaketime not installed" unless -e $libfaketime;
+require_tool(-e $libfaketime, "libfaketime not installed");
 
 my $shim = "$PostgreSQL::Test::Utils::tmp_check/faketime_select.so";
 system('cc', '-shared', '-fPIC', '-O2', '-o', $shim, 'test/faketime_select.c') == 0

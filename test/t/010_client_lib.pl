@@ -12,7 +12,7 @@ use Test::More;
 use LockqTest;
 
 my $prog = "$ENV{TESTDIR}/client/test/lockqc_test";
-plan skip_all => "$prog not built" unless -x $prog;
+require_tool(-x $prog, "$prog not built");
 
 my $node = lockq_node('clientlib');
 my $connstr = $node->connstr('postgres');
@@ -89,8 +89,10 @@ for my $ci ($connstr, $multi)
 # --- the installed library: header, pkg-config, shared object -------------
 SKIP:
 {
-	skip 'liblockq is not installed (pkg-config lockq)', 2
-	  unless system('pkg-config --exists lockq') == 0;
+	my $installed = system('pkg-config --exists lockq') == 0;
+	fail('liblockq is installed under make test (pkg-config lockq)')
+	  if !$installed && $ENV{LOCKQ_MAKE_TEST};
+	skip 'liblockq is not installed (pkg-config lockq)', 2 unless $installed;
 	my $dir = PostgreSQL::Test::Utils::tempdir();
 	open(my $fh, '>', "$dir/uses_lockq.c") or die $!;
 	print $fh <<'C';
@@ -122,7 +124,9 @@ C
 # --- memcheck ---------------------------------------------------------------
 SKIP:
 {
-	skip 'valgrind not installed', 1 unless system('valgrind --version >/dev/null 2>&1') == 0;
+	my $have = system('valgrind --version >/dev/null 2>&1') == 0;
+	fail('valgrind is installed under make test') if !$have && $ENV{LOCKQ_MAKE_TEST};
+	skip 'valgrind not installed', 1 unless $have;
 	for my $scenario (qw(basic fifo timeout cancel threads lost_admin))
 	{
 		my ($rc, $out, $err) = run_scenario($scenario, 'valgrind', '--quiet',

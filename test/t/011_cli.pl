@@ -14,7 +14,7 @@ use Time::HiRes qw(time);
 use LockqTest;
 
 my $lockq = "$ENV{TESTDIR}/client/lockq";
-plan skip_all => "$lockq not built" unless -x $lockq;
+require_tool(-x $lockq, "$lockq not built");
 
 my $node = lockq_node('cli');
 my $conn = $node->connstr('postgres');

@@ -40,7 +40,7 @@ use Time::HiRes qw(time);
 use LockqTest;
 
 my $pgbouncer_bin = '/usr/sbin/pgbouncer';
-plan skip_all => 'pgbouncer not installed' unless -x $pgbouncer_bin;
+require_tool(-x $pgbouncer_bin, 'pgbouncer not installed');
 my $lockq_cli = "$ENV{TESTDIR}/client/lockq";
 my $timeout = $PostgreSQL::Test::Utils::timeout_default;
 my $t_start = time();
@@ -674,6 +674,7 @@ is(scalar_query($node, "SELECT count(*) FROM lockq_locks WHERE lock_id = 'ctr'")
 # the pooled server connection.
 SKIP:
 {
+	fail("$lockq_cli is built under make test") if !-x $lockq_cli && $ENV{LOCKQ_MAKE_TEST};
 	skip "$lockq_cli not built", 5 unless -x $lockq_cli;
 	start_router();
 	route_to($pid_x);

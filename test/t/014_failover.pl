@@ -28,7 +28,7 @@ use Test::More;
 use LockqTest;
 
 my $prog = "$ENV{TESTDIR}/client/test/lockqc_test";
-plan skip_all => "$prog not built" unless -x $prog;
+require_tool(-x $prog, "$prog not built");
 
 # The old primary's wall clock runs 10 minutes ahead (libfaketime, as in
 # 006_clock; CLOCK_MONOTONIC stays real), so that the new primary's clock

@@ -37,7 +37,7 @@ use Time::HiRes qw(time);
 use LockqTest;
 
 my $prog = "$ENV{TESTDIR}/client/test/lockqc_scale";
-plan skip_all => "$prog not built" unless -x $prog;
+require_tool(-x $prog, "$prog not built");
 
 my $N = 10_000;          # waiters on one lock
 my $NLIB = 10_000;       # liblockq threads (see the note at part 1b)

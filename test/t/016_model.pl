@@ -28,7 +28,7 @@ use LockqTest;
 our $TODO;
 
 my $prog = "$ENV{TESTDIR}/client/test/lockq_model";
-plan skip_all => "$prog not built" unless -x $prog;
+require_tool(-x $prog, "$prog not built");
 
 # Client-side waiters must not be dropped for a missing heartbeat while the
 # model has them queued: the default (10 s) is shorter than a run.

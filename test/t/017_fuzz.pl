@@ -16,6 +16,7 @@ use warnings;
 use IPC::Run;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use LockqTest;
 
 my $fuzzdir = "$ENV{TESTDIR}/client/fuzz";
 my $tmp = PostgreSQL::Test::Utils::tempdir();
@@ -56,9 +57,8 @@ PostgreSQL::Test::Utils::append_to_file("$tmp/probe.c",
 	  . "int LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n) { return 0; }\n");
 my ($rc, $out, $err) = run_cmd(300, 'clang', '-fsanitize=fuzzer,address,undefined',
 	'-o', "$tmp/probe", "$tmp/probe.c");
-plan skip_all => 'clang with libFuzzer is not available (Debian packages clang and '
-  . "libclang-rt-dev): $err"
-  if $rc != 0;
+require_tool($rc == 0, 'clang with libFuzzer is not available (Debian packages clang and '
+	  . "libclang-rt-dev): $err");
 
 # --- build ---------------------------------------------------------------------
 ($rc, $out, $err) = run_cmd(900, 'make', '-s', '-C', $fuzzdir, "BUILD=$build", 'all');

@@ -19,7 +19,7 @@ use Test::More;
 use LockqTest;
 
 my $lockq = "$ENV{TESTDIR}/client/lockq";
-plan skip_all => "$lockq not built" unless -x $lockq;
+require_tool(-x $lockq, "$lockq not built");
 
 my $node = lockq_node('security');
 $node->safe_psql('postgres', q{

@@ -25,7 +25,7 @@ use Test::More;
 use LockqTest;
 
 my $lockq = "$ENV{TESTDIR}/client/lockq";
-plan skip_all => "$lockq not built" unless -x $lockq;
+require_tool(-x $lockq, "$lockq not built");
 
 my $node = lockq_node('chaos', conf => q{
 lockq.max_grace = '2s'
