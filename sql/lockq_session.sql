@@ -86,3 +86,18 @@ SELECT 1/0;
 ROLLBACK;
 SELECT count(*) AS s10_survives FROM lockq_locks WHERE lock_id = 's10';
 SELECT lockq_release('s10');
+-- several statements in one query string (one implicit transaction): the
+-- grant of a statement that completed survives a later statement's error;
+-- the grant of the statement that fails is released
+SELECT lockq_get('mq1') IS NOT NULL AS mq1_taken \; SELECT 1 / 0 AS fails;
+SELECT count(*) AS mq1_survives FROM lockq_locks WHERE lock_id = 'mq1';
+SELECT lockq_release('mq1') AS mq1_released;
+SELECT 1 AS first \; SELECT lockq_get('mq2'), 1 / (0 * random())::int;
+SELECT count(*) AS mq2_released FROM lockq_locks WHERE lock_id = 'mq2';
+-- a grant made inside a procedure call survives a later statement's error
+CREATE PROCEDURE lq_take(l text) LANGUAGE plpgsql AS $$
+BEGIN PERFORM lockq_get(l); END $$;
+CALL lq_take('mq3') \; SELECT 1 / 0 AS fails;
+SELECT count(*) AS mq3_survives FROM lockq_locks WHERE lock_id = 'mq3';
+SELECT lockq_release('mq3') AS mq3_released;
+DROP PROCEDURE lq_take(text);

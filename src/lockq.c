@@ -26,6 +26,7 @@
 #include "utils/guc.h"
 
 #include "lockq.h"
+#include "lockq_fault.h"
 
 PG_MODULE_MAGIC;
 
@@ -117,9 +118,10 @@ _PG_init(void)
 							PGC_POSTMASTER, 0,
 							NULL, NULL, NULL);
 
+	lq_fault_define_guc();
 	MarkGUCPrefixReserved("lockq");
 
 	lq_shmem_init_hooks();
-	lq_install_utility_hook();
+	lq_install_backend_hooks();
 	lq_register_worker();
 }

@@ -136,6 +136,38 @@ typedef struct LqResult
 } LqResult;
 
 /*
+ * An arrival-ring entry tells the lock server where to look: at a slot's
+ * request, or at the oldest quick release (see lockq_release) a slot has
+ * queued.  It is an int so that it fits the shared ring and a List; build
+ * and read it only with these functions.
+ */
+typedef int32 LqEntry;
+
+static inline LqEntry
+lq_entry_request(int slotno)
+{
+	return (LqEntry) slotno;
+}
+
+static inline LqEntry
+lq_entry_quick(int slotno)
+{
+	return (LqEntry) -(slotno + 1);
+}
+
+static inline bool
+lq_entry_is_quick(LqEntry e)
+{
+	return e < 0;
+}
+
+static inline int
+lq_entry_slot(LqEntry e)
+{
+	return e < 0 ? -e - 1 : e;
+}
+
+/*
  * Releases of session-bound locks that the backend answered itself (see
  * lockq_release); at most this many wait per slot for the worker.
  */
@@ -252,7 +284,7 @@ typedef struct LqShared
 
 	pg_atomic_uint64 stats[LQ_STAT_COUNT];
 
-	int			ring[FLEXIBLE_ARRAY_MEMBER];	/* slot indexes */
+	LqEntry		ring[FLEXIBLE_ARRAY_MEMBER];
 } LqShared;
 
 /* Tokens reserved per flush of the token ceiling. */
@@ -276,9 +308,8 @@ extern LqSlot *lq_slots;
 extern void lq_shmem_request(void);
 extern void lq_shmem_startup(void);
 extern void lq_shmem_init_hooks(void);
-extern void lq_ring_push(int slotno);
-extern void lq_ring_push_release(int slotno);
-extern int	lq_ring_drain(int *out, int max, bool *overflow);
+extern void lq_ring_push(LqEntry entry);
+extern int	lq_ring_drain(LqEntry *out, int max, bool *overflow);
 extern void lq_wake_worker(void);
 extern void lq_stat_add(LqStat stat, uint64 n);
 
@@ -315,7 +346,7 @@ extern void lq_check_available(void);
 extern LqResult lq_call(LqRequest *req);
 extern void lq_format_session_owner(char *buf, size_t len, int pid,
 									int64 session_start);
-extern void lq_install_utility_hook(void);
+extern void lq_install_backend_hooks(void);
 
 /* lockq_worker.c */
 extern PGDLLEXPORT void lockq_worker_main(Datum main_arg);

@@ -25,6 +25,7 @@
 #include "access/xlog.h"
 #include "common/int.h"
 #include "commands/dbcommands.h"
+#include "executor/executor.h"
 #include "datatype/timestamp.h"
 #include "fmgr.h"
 #include "libpq/libpq-be.h"
@@ -41,6 +42,7 @@
 #include "utils/timestamp.h"
 
 #include "lockq.h"
+#include "lockq_fault.h"
 #include "lockq_store.h"
 
 PG_FUNCTION_INFO_V1(lockq_get);
@@ -177,7 +179,7 @@ lq_session_exit(int code, Datum arg)
 		slot->cancel_requested = true;
 	SpinLockRelease(&slot->mutex);
 
-	lq_ring_push(slotno);
+	lq_ring_push(lq_entry_request(slotno));
 	lq_wake_worker();
 }
 
@@ -255,7 +257,7 @@ lq_call_cleanup(int code, Datum arg)
 	if (!pending)
 		return;
 
-	lq_ring_push(slotno);
+	lq_ring_push(lq_entry_request(slotno));
 	lq_wake_worker();
 
 	if (proc_exit_inprogress)
@@ -359,11 +361,12 @@ lq_call(LqRequest *req)
 	slot->state = LQ_SLOT_PENDING;
 	SpinLockRelease(&slot->mutex);
 
-	lq_ring_push(slotno);
+	lq_ring_push(lq_entry_request(slotno));
 	lq_wake_worker();
 
 	PG_ENSURE_ERROR_CLEANUP(lq_call_cleanup, Int32GetDatum(slotno));
 	{
+		LQ_FAULT("call-after-submit");
 		for (;;)
 		{
 			bool		done = false;
@@ -614,17 +617,30 @@ lq_my_grant(const char *lock_id, int64 token)
 }
 
 /*
- * The session-bound grant that this session's current top-level statement
- * created, if any (lq_note_session_grant).  Should that statement fail,
- * its caller never saw the token: lq_xact_callback releases the grant.
- * This covers a cancel or terminate that arrives just after lockq_get has
- * returned (the executor raises it at its next check), the one case
- * lq_call cannot hand back itself.
+ * Top-level statements of this session, counted by the executor and
+ * utility hooks below: lq_stmt_seq is the number of the one running (or
+ * last started), lq_stmt_done that of the last one that completed without
+ * an error.  lq_nesting is the depth of nested statements (functions,
+ * procedures) inside the top-level one.
+ */
+static uint64 lq_stmt_seq = 0;
+static uint64 lq_stmt_done = 0;
+static int	lq_nesting = 0;
+
+/*
+ * The session-bound grant that a top-level statement of this session
+ * created, while that statement runs (lq_note_session_grant).  Should that
+ * statement fail, its caller never saw the token: lq_xact_callback releases
+ * the grant.  This covers a cancel or terminate that arrives just after
+ * lockq_get has returned (the executor raises it at its next check), the
+ * one case lq_call cannot hand back itself.  Once the statement has
+ * completed, the grant is the caller's, whatever fails later in the
+ * transaction (a later statement of the same query string, say).
  */
 static struct
 {
 	bool		valid;
-	TimestampTz stmt_start;
+	uint64		stmt;			/* the top-level statement that made it */
 	int64		token;
 	char		lock_id[LQ_MAX_ID_LEN + 1];
 }			lq_fresh;
@@ -648,7 +664,7 @@ lq_note_session_grant(const LqRequest *req, const LqResult *res)
 		lq_xact_cb_registered = true;
 	}
 	lq_fresh.valid = true;
-	lq_fresh.stmt_start = GetCurrentStatementStartTimestamp();
+	lq_fresh.stmt = lq_stmt_seq;
 	lq_fresh.token = res->token;
 	strlcpy(lq_fresh.lock_id, req->lock_id, sizeof(lq_fresh.lock_id));
 }
@@ -696,7 +712,7 @@ lq_quick_release(const LqRequest *req)
 	SpinLockAcquire(&slot->mutex);
 	slot->quick_tokens[slot->nquick++] = token;
 	SpinLockRelease(&slot->mutex);
-	lq_ring_push_release(slotno);
+	lq_ring_push(lq_entry_quick(slotno));
 	lq_wake_worker();
 	lq_my_grant(req->lock_id, 0);
 	return true;
@@ -816,7 +832,7 @@ static void
 lq_xact_callback(XactEvent event, void *arg)
 {
 	if (lq_fresh.valid && event == XACT_EVENT_ABORT &&
-		lq_fresh.stmt_start == GetCurrentStatementStartTimestamp())
+		lq_fresh.stmt > lq_stmt_done)
 	{
 		LqRequest	req;
 
@@ -1009,7 +1025,81 @@ lockq_session_owner(PG_FUNCTION_ARGS)
  * called lockq has none, and is not held up.
  */
 static ProcessUtility_hook_type lq_prev_process_utility = NULL;
+static ExecutorStart_hook_type lq_prev_executor_start = NULL;
+static ExecutorRun_hook_type lq_prev_executor_run = NULL;
+static ExecutorFinish_hook_type lq_prev_executor_finish = NULL;
+static ExecutorEnd_hook_type lq_prev_executor_end = NULL;
 
+/*
+ * The executor hooks count top-level statements (see lq_stmt_seq): a
+ * statement starts at nesting level 0 and has completed when its
+ * ExecutorEnd runs there (never after an error).  Nested statements run
+ * inside ExecutorRun, ExecutorFinish or ProcessUtility of their caller,
+ * which raise the nesting level, as pg_stat_statements does.
+ */
+static void
+lq_executor_start(QueryDesc *queryDesc, int eflags)
+{
+	if (lq_nesting == 0)
+		lq_stmt_seq++;
+	if (lq_prev_executor_start)
+		lq_prev_executor_start(queryDesc, eflags);
+	else
+		standard_ExecutorStart(queryDesc, eflags);
+}
+
+static void
+lq_executor_run(QueryDesc *queryDesc, ScanDirection direction, uint64 count,
+				bool execute_once)
+{
+	lq_nesting++;
+	PG_TRY();
+	{
+		if (lq_prev_executor_run)
+			lq_prev_executor_run(queryDesc, direction, count, execute_once);
+		else
+			standard_ExecutorRun(queryDesc, direction, count, execute_once);
+	}
+	PG_FINALLY();
+	{
+		lq_nesting--;
+	}
+	PG_END_TRY();
+}
+
+static void
+lq_executor_finish(QueryDesc *queryDesc)
+{
+	lq_nesting++;
+	PG_TRY();
+	{
+		if (lq_prev_executor_finish)
+			lq_prev_executor_finish(queryDesc);
+		else
+			standard_ExecutorFinish(queryDesc);
+	}
+	PG_FINALLY();
+	{
+		lq_nesting--;
+	}
+	PG_END_TRY();
+}
+
+static void
+lq_executor_end(QueryDesc *queryDesc)
+{
+	if (lq_prev_executor_end)
+		lq_prev_executor_end(queryDesc);
+	else
+		standard_ExecutorEnd(queryDesc);
+	if (lq_nesting == 0)
+		lq_stmt_done = lq_stmt_seq;
+}
+
+/*
+ * lq_process_utility counts top-level utility statements (CALL, DO, ...)
+ * like the executor hooks, and acts on DISCARD ALL (above).
+ */
 static void
 lq_process_utility(PlannedStmt *pstmt, const char *queryString,
 				   bool readOnlyTree, ProcessUtilityContext context,
@@ -1017,13 +1107,27 @@ lq_process_utility(PlannedStmt *pstmt, const char *queryString,
 				   DestReceiver *dest, QueryCompletion *qc)
 {
 	Node	   *parsetree = pstmt->utilityStmt;
+	bool		top = (lq_nesting == 0);
 
-	if (lq_prev_process_utility)
-		lq_prev_process_utility(pstmt, queryString, readOnlyTree, context,
-								params, queryEnv, dest, qc);
-	else
-		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context,
-								params, queryEnv, dest, qc);
+	if (top)
+		lq_stmt_seq++;
+	lq_nesting++;
+	PG_TRY();
+	{
+		if (lq_prev_process_utility)
+			lq_prev_process_utility(pstmt, queryString, readOnlyTree, context,
+									params, queryEnv, dest, qc);
+		else
+			standard_ProcessUtility(pstmt, queryString, readOnlyTree, context,
+									params, queryEnv, dest, qc);
+	}
+	PG_FINALLY();
+	{
+		lq_nesting--;
+	}
+	PG_END_TRY();
+	if (top)
+		lq_stmt_done = lq_stmt_seq;
 
 	if (IsA(parsetree, DiscardStmt) &&
 		((DiscardStmt *) parsetree)->target == DISCARD_ALL &&
@@ -1048,12 +1152,20 @@ lq_process_utility(PlannedStmt *pstmt, const char *queryString,
 }
 
 /*
- * lq_install_utility_hook chains lq_process_utility into ProcessUtility
- * (from _PG_init, when preloaded).
+ * lq_install_backend_hooks chains lockq's utility and executor hooks (from
+ * _PG_init, when preloaded).
  */
 void
-lq_install_utility_hook(void)
+lq_install_backend_hooks(void)
 {
 	lq_prev_process_utility = ProcessUtility_hook;
 	ProcessUtility_hook = lq_process_utility;
+	lq_prev_executor_start = ExecutorStart_hook;
+	ExecutorStart_hook = lq_executor_start;
+	lq_prev_executor_run = ExecutorRun_hook;
+	ExecutorRun_hook = lq_executor_run;
+	lq_prev_executor_finish = ExecutorFinish_hook;
+	ExecutorFinish_hook = lq_executor_finish;
+	lq_prev_executor_end = ExecutorEnd_hook;
+	ExecutorEnd_hook = lq_executor_end;
 }

@@ -30,6 +30,7 @@
 #include "storage/shmem.h"
 
 #include "lockq.h"
+#include "lockq_fault.h"
 
 LqShared   *lq_shared = NULL;
 LqSlot	   *lq_slots = NULL;
@@ -52,7 +53,7 @@ static Size
 lq_shared_size(void)
 {
 	return add_size(offsetof(LqShared, ring),
-					mul_size(lq_ring_size(), sizeof(int)));
+					mul_size(lq_ring_size(), sizeof(LqEntry)));
 }
 
 static Size
@@ -72,7 +73,8 @@ lq_shmem_request(void)
 		prev_shmem_request_hook();
 
 	RequestAddinShmemSpace(add_size(add_size(lq_shared_size(), lq_slots_size()),
-									lq_grants_shmem_size()));
+									add_size(lq_grants_shmem_size(),
+											 lq_fault_shmem_size())));
 	lq_grants_shmem_request();
 }
 
@@ -97,6 +99,7 @@ lq_shmem_startup(void)
 	lq_slots = ShmemInitStruct("lockq request slots", lq_slots_size(),
 							   &found_slots);
 	lq_grants_shmem_startup();
+	lq_fault_shmem_startup();
 
 	if (!found_shared)
 	{
@@ -152,45 +155,22 @@ lq_shmem_init_hooks(void)
 }
 
 /*
- * lq_ring_push appends a slot to the arrival ring and stamps the slot with
- * its arrival number, both under LqShared->mutex so that the ring order and
- * the arrival numbers agree.  The caller must already have made the slot's
- * state say what the worker is to do, and wakes the worker afterwards.
+ * lq_ring_push appends an entry to the arrival ring and stamps its slot
+ * with an arrival number, both under LqShared->mutex so that the ring order
+ * and the arrival numbers agree (the numbers order the slots when the
+ * worker has to scan them all).  The caller must already have made the
+ * slot say what the worker is to do, and wakes the worker afterwards.
  */
 void
-lq_ring_push(int slotno)
+lq_ring_push(LqEntry entry)
 {
 	LqShared   *sh = lq_shared;
 
 	SpinLockAcquire(&sh->mutex);
-	lq_slots[slotno].arrival = sh->next_arrival++;
+	lq_slots[lq_entry_slot(entry)].arrival = sh->next_arrival++;
 	if (sh->ring_tail - sh->ring_head < (uint64) sh->ring_size)
 	{
-		sh->ring[sh->ring_tail % sh->ring_size] = slotno;
-		sh->ring_tail++;
-	}
-	else
-		sh->ring_overflow = true;
-	SpinLockRelease(&sh->mutex);
-}
-
-/*
- * lq_ring_push_release appends -(slotno + 1) to the arrival ring: "the
- * oldest quick release of slot slotno" (see lockq_release).  One entry per
- * release, so that each is applied at its place in the arrival order.  The
- * slot's arrival number is stamped too; it only orders the slot when the
- * worker has to scan all slots.
- */
-void
-lq_ring_push_release(int slotno)
-{
-	LqShared   *sh = lq_shared;
-
-	SpinLockAcquire(&sh->mutex);
-	lq_slots[slotno].arrival = sh->next_arrival++;
-	if (sh->ring_tail - sh->ring_head < (uint64) sh->ring_size)
-	{
-		sh->ring[sh->ring_tail % sh->ring_size] = -(slotno + 1);
+		sh->ring[sh->ring_tail % sh->ring_size] = entry;
 		sh->ring_tail++;
 	}
 	else
@@ -203,7 +183,7 @@ lq_ring_push_release(int slotno)
  * first, and reports (and clears) an overflow.  Worker only.
  */
 int
-lq_ring_drain(int *out, int max, bool *overflow)
+lq_ring_drain(LqEntry *out, int max, bool *overflow)
 {
 	LqShared   *sh = lq_shared;
 	int			n = 0;

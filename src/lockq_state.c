@@ -39,6 +39,7 @@
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
 
+#include "lockq_fault.h"
 #include "lockq_state.h"
 #include "lockq_store.h"
 
@@ -1741,8 +1742,10 @@ lq_state_load(int64 now)
 	load.stale = NIL;
 	load.released = NIL;
 	lq_store_load_owners(lq_load_owner, &load);
+	LQ_FAULT("recover-after-owners");
 	lq_load_session_grants(&load);
 	lq_store_load_queue(lq_load_waiter, &load);
+	LQ_FAULT("recover-after-queue");
 	lq_load_backend_waiters();
 
 	foreach(lc, load.stale)

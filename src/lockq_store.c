@@ -52,6 +52,7 @@
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 
+#include "lockq_fault.h"
 #include "lockq_store.h"
 
 /* Attribute numbers of lockq.owners, in table order. */
@@ -604,6 +605,8 @@ lq_store_holds(const char *lock_id, int64 token, int64 now)
 		ItemPointerData tid = slot->tts_tid;
 		TM_FailureData tmfd;
 		TM_Result	res;
+
+		LQ_FAULT("holds-before-lock");
 
 		res = table_tuple_lock(rel, &tid, snapshot, slot,
 							   GetCurrentCommandId(true),

@@ -68,6 +68,7 @@
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
+#include "lockq_fault.h"
 #include "lockq_state.h"
 #include "lockq_store.h"
 
@@ -121,7 +122,7 @@ static int *lq_quick_taken = NULL;	/* per slot: quick releases applied */
 
 /* Across batches. */
 static List *lq_recheck = NIL;	/* slots to look at again (TopMemoryContext) */
-static int *lq_ring_buf = NULL;
+static LqEntry *lq_ring_buf = NULL;
 static bool lq_ready = false;	/* extension present and state loaded */
 static bool lq_need_recover = true;
 static bool lq_careful = false; /* after an error: one slot per transaction */
@@ -130,7 +131,7 @@ static Oid	lq_ext_oid = InvalidOid;
 static bool lq_ext_recheck = true;	/* see lq_relcache_callback */
 static int64 lq_last_deferred_retry = 0;
 
-static void lq_handle_entry(int entry, int64 now);
+static void lq_handle_entry(LqEntry entry, int64 now);
 
 /*
  * lq_register_worker registers the lock server.  Called from _PG_init while
@@ -543,12 +544,12 @@ lq_handle_quick(int slotno, int64 now)
  * (slotno), or one quick release of a slot (-(slotno + 1)).
  */
 static void
-lq_handle_entry(int entry, int64 now)
+lq_handle_entry(LqEntry entry, int64 now)
 {
-	if (entry < 0)
-		lq_handle_quick(-entry - 1, now);
+	if (lq_entry_is_quick(entry))
+		lq_handle_quick(lq_entry_slot(entry), now);
 	else
-		lq_handle_slot(entry, now);
+		lq_handle_slot(lq_entry_slot(entry), now);
 }
 
 /*
@@ -570,9 +571,10 @@ lq_drop_quick(int slotno, const char *message)
 				sizeof(int64) * slot->nquick);
 	}
 	SpinLockRelease(&slot->mutex);
-	ereport(LOG,
-			(errmsg("lockq lock server could not apply a release at once: %s",
-					message)));
+	if (message != NULL)
+		ereport(LOG,
+				(errmsg("lockq lock server could not apply a release at once: %s",
+						message)));
 }
 
 /*
@@ -582,9 +584,16 @@ lq_drop_quick(int slotno, const char *message)
 static void
 lq_fail_slot(int slotno, int sqlerrcode, const char *message)
 {
-	LqSlot	   *slot = &lq_slots[slotno];
+	LqSlot	   *slot;
 	int			procno = -1;
 	bool		freed = false;
+
+	if (slotno < 0 || slotno >= lq_shared->nslots)
+	{
+		elog(WARNING, "lockq request slot %d out of range", slotno);
+		return;
+	}
+	slot = &lq_slots[slotno];
 
 	SpinLockAcquire(&slot->mutex);
 	if (slot->session_ended)
@@ -670,8 +679,8 @@ lq_slots_in_flight(void)
 		nquick = lq_slots[slotno].nquick;
 		SpinLockRelease(&lq_slots[slotno].mutex);
 		for (k = 0; k < nquick; k++)
-			entries = lappend_int(entries, -(slotno + 1));
-		entries = lappend_int(entries, slotno);
+			entries = lappend_int(entries, lq_entry_quick(slotno));
+		entries = lappend_int(entries, lq_entry_request(slotno));
 	}
 	list_free(slots);
 	return entries;
@@ -785,6 +794,8 @@ lq_commit(bool sync)
 	lq_in_durable_wait = sync;
 	PG_TRY();
 	{
+		if (sync)
+			LQ_FAULT("commit-durable-wait");
 		CommitTransactionCommand();
 	}
 	PG_FINALLY();
@@ -806,6 +817,7 @@ lq_commit_batch(void)
 	bool		sync = lq_need_sync;
 
 	lq_emit_notices();
+	LQ_FAULT("batch-before-commit");
 	lq_store_end_batch(true);
 	if (lq_spi_connected)
 	{
@@ -814,6 +826,7 @@ lq_commit_batch(void)
 		lq_spi_connected = false;
 	}
 	lq_commit(sync);
+	LQ_FAULT("batch-after-commit");
 
 	if (lq_pending_ceiling > 0)
 		lq_clock_publish_ceiling(lq_pending_ceiling);
@@ -822,6 +835,7 @@ lq_commit_batch(void)
 	if (lq_pending_horizon > lq_shared->horizon)
 		lq_shared->horizon = lq_pending_horizon;
 	lq_publish();
+	LQ_FAULT("batch-after-publish");
 	lq_state_publish_gauges();
 	lq_stat_add(LQ_STAT_BATCHES, 1);
 	if (sync)
@@ -915,19 +929,51 @@ lq_extension_changed(void)
 }
 
 /*
- * lq_fail_all answers every request in flight with an error; used while
- * the extension is not installed.
+ * lq_slot_is_queued: is the slot a lockq_get waiting in a queue, by what
+ * the last published batch said (its queue position)?
+ */
+static bool
+lq_slot_is_queued(int slotno)
+{
+	LqSlot	   *slot = &lq_slots[slotno];
+	bool		queued;
+
+	SpinLockAcquire(&slot->mutex);
+	queued = slot->queued_ts > 0 && !slot->cancel_requested &&
+		!slot->session_ended;
+	SpinLockRelease(&slot->mutex);
+	return queued;
+}
+
+/*
+ * lq_fail_all answers requests in flight with an error, for when the lock
+ * server cannot serve, so that no backend waits for it indefinitely.  With
+ * all (the extension is not installed: there is no lock state at all) that
+ * is every request, and quick releases are dropped: their session was told
+ * the lock is released already.  Otherwise (the state cannot be loaded
+ * just now) queued lockq_get calls keep their place and quick releases
+ * stay queued; everything else is answered.
  */
 static void
-lq_fail_all(void)
+lq_fail_all(int sqlerrcode, const char *message, bool all)
 {
-	List	   *slots = lq_slots_in_flight();
+	List	   *entries = lq_slots_in_flight();
 	ListCell   *lc;
 
-	foreach(lc, slots)
-		lq_fail_slot(lfirst_int(lc), ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-					 "lockq is not installed in the lock server's database");
-	list_free(slots);
+	foreach(lc, entries)
+	{
+		LqEntry		entry = lfirst_int(lc);
+		int			slotno = lq_entry_slot(entry);
+
+		if (lq_entry_is_quick(entry))
+		{
+			if (all)
+				lq_drop_quick(slotno, NULL);
+		}
+		else if (all || !lq_slot_is_queued(slotno))
+			lq_fail_slot(slotno, sqlerrcode, message);
+	}
+	list_free(entries);
 }
 
 /*
@@ -952,6 +998,7 @@ lq_recover(void)
 	{
 		Oid			extoid;
 
+		LQ_FAULT("recover-start");
 		installed = lq_store_installed(&extoid);
 
 		/*
@@ -1020,6 +1067,13 @@ lq_recover(void)
 			}
 			lq_state_set_grace((int64) pg_atomic_read_u64(&lq_shared->grace_until));
 			lq_state_load(now);
+
+			/*
+			 * Leases that ended while no lock server ran end now, before
+			 * any request in flight is applied: a renewal sent before the
+			 * end but applied after it must fail, not revive the lease.
+			 */
+			lq_state_run_timers(now);
 			if (!lq_careful)
 			{
 				List	   *slots = lq_slots_in_flight();
@@ -1042,9 +1096,19 @@ lq_recover(void)
 
 	if (failed)
 	{
+		char		msg[LQ_ERRMSG_LEN];
+
+		/*
+		 * Nobody may wait for a state that cannot be loaded: everything in
+		 * flight is answered with the error, and retried requests are
+		 * answered again until loading succeeds.
+		 */
 		ereport(LOG,
 				(errmsg("lockq lock server could not load its state: %s",
 						edata->message)));
+		snprintf(msg, sizeof(msg), "lockq lock server could not load its state: %s",
+				 edata->message);
+		lq_fail_all(edata->sqlerrcode, msg, false);
 		FreeErrorData(edata);
 		return false;
 	}
@@ -1054,7 +1118,9 @@ lq_recover(void)
 		lq_shared->leases_shifted = true;
 	lq_need_recover = false;
 	if (!installed)
-		lq_fail_all();
+		lq_fail_all(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+					"lockq is not installed in the lock server's database",
+					true);
 	return installed;
 }
 
@@ -1072,8 +1138,8 @@ lq_careful_step(void)
 
 	foreach(lc, slots)
 	{
-		int			entry = lfirst_int(lc);
-		int			slotno = entry < 0 ? -entry - 1 : entry;
+		LqEntry		entry = lfirst_int(lc);
+		int			slotno = lq_entry_slot(entry);
 		volatile bool failed = false;
 		ErrorData  *edata = NULL;
 
@@ -1094,7 +1160,7 @@ lq_careful_step(void)
 
 		if (failed)
 		{
-			if (entry < 0)
+			if (lq_entry_is_quick(entry))
 				lq_drop_quick(slotno, edata->message);
 			else
 				lq_fail_slot(slotno, edata->sqlerrcode, edata->message);
@@ -1157,12 +1223,16 @@ lq_batch(void)
 			changed = true;
 		else
 		{
+			LQ_FAULT("batch-start");
 			if (now + LQ_CLOCK_MARGIN_US > lq_clock_ceiling())
 				lq_clock_extend(now);
 			/* deadlines that passed before these requests came go first */
 			lq_state_run_timers(now);
 			foreach(lc, slots)
+			{
 				lq_handle_entry(lfirst_int(lc), now);
+				LQ_FAULT("batch-apply");
+			}
 			lq_state_run_timers(now);
 			if (lq_state_has_deferred())
 			{
@@ -1302,6 +1372,7 @@ lq_worker_stop(void)
 		if (pg_atomic_read_u64(&lq_shared->token_high) > 0)
 			lq_store_token_write((int64) pg_atomic_read_u64(&lq_shared->token_high));
 		lq_need_sync = true;
+		LQ_FAULT("worker-stop");
 		lq_commit_batch();
 		lq_shared->horizon = 0;
 	}
@@ -1312,6 +1383,42 @@ lq_worker_stop(void)
 		FreeErrorData(edata);
 	}
 	PG_END_TRY();
+}
+
+/*
+ * The lock server's own settings.  Connecting applied the settings of its
+ * database (ALTER DATABASE ... SET), which the database's owner controls: a
+ * role to switch to, read-only or serializable transactions, timeouts, a
+ * search_path.  None of them may reach the lock server, whatever they are:
+ * it runs as the bootstrap superuser, read-write, at read committed, with
+ * our own timeouts, and its SQL cannot be redirected.
+ */
+static const struct
+{
+	const char *name;
+	const char *value;
+}			lq_settings[] = {
+	{"role", "none"},
+	{"search_path", "pg_catalog"},
+	{"default_transaction_read_only", "off"},
+	{"default_transaction_isolation", "read committed"},
+	{"default_transaction_deferrable", "off"},
+	{"session_replication_role", "origin"},
+	{"statement_timeout", "0"},
+	{"idle_in_transaction_session_timeout", "0"},
+	{"idle_session_timeout", "0"},
+	{"lock_timeout", "10s"},
+	{"row_security", "on"},
+};
+
+static void
+lq_override_settings(void)
+{
+	int			i;
+
+	for (i = 0; i < lengthof(lq_settings); i++)
+		SetConfigOption(lq_settings[i].name, lq_settings[i].value, PGC_SUSET,
+						PGC_S_OVERRIDE);
 }
 
 /*
@@ -1335,12 +1442,7 @@ lockq_worker_main(Datum main_arg)
 	BackgroundWorkerInitializeConnection(lockq_database, NULL, 0);
 	pgstat_report_appname("lockq lock server");
 
-	/* Our SQL must not be redirected, and must never wait long on a lock. */
-	SetConfigOption("search_path", "pg_catalog", PGC_SUSET, PGC_S_OVERRIDE);
-	SetConfigOption("lock_timeout", "10s", PGC_SUSET, PGC_S_OVERRIDE);
-	SetConfigOption("statement_timeout", "0", PGC_SUSET, PGC_S_OVERRIDE);
-	SetConfigOption("idle_in_transaction_session_timeout", "0", PGC_SUSET,
-					PGC_S_OVERRIDE);
+	lq_override_settings();
 
 	lq_batch_cxt = AllocSetContextCreate(TopMemoryContext, "lockq batch",
 										 ALLOCSET_DEFAULT_SIZES);
@@ -1349,7 +1451,7 @@ lockq_worker_main(Datum main_arg)
 	lq_quick_taken = MemoryContextAllocZero(TopMemoryContext,
 											sizeof(int) * lq_shared->nslots);
 	lq_ring_buf = MemoryContextAlloc(TopMemoryContext,
-									 sizeof(int) * 65536);
+									 sizeof(LqEntry) * 65536);
 	lq_state_init();
 	CacheRegisterRelcacheCallback(lq_relcache_callback, (Datum) 0);
 
@@ -1363,6 +1465,7 @@ lockq_worker_main(Datum main_arg)
 	ereport(LOG,
 			(errmsg("lockq lock server started in database \"%s\"",
 					lockq_database)));
+	lq_fault_arm_from_guc();
 
 	while (!ShutdownRequestPending)
 	{
@@ -1378,6 +1481,7 @@ lockq_worker_main(Datum main_arg)
 		{
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
+			lq_fault_arm_from_guc();
 		}
 	}
 
