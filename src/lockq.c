@@ -39,6 +39,7 @@ int			lockq_batch_size = 1024;
 bool		lockq_synchronous_grants = false;
 int			lockq_max_grace = 60;
 int			lockq_session_locks_per_backend = 64;
+int			lockq_table_lock_timeout = 2000;
 
 void		_PG_init(void);
 
@@ -96,6 +97,14 @@ _PG_init(void)
 							&lockq_max_grace,
 							60, 0, 3600,
 							PGC_SIGHUP, GUC_UNIT_S,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("lockq.table_lock_timeout",
+							"Sets how long a request waits while others lock lockq's own tables.",
+							"The lock server never waits for a lock on its tables: while a conflicting lock is held (LOCK TABLE, VACUUM FULL, ALTER TABLE, an open DROP EXTENSION), requests that could write them fail with 55P03 after this long.",
+							&lockq_table_lock_timeout,
+							2000, 0, 600000,
+							PGC_SIGHUP, GUC_UNIT_MS,
 							NULL, NULL, NULL);
 
 	if (!process_shared_preload_libraries_in_progress)

@@ -184,6 +184,7 @@ typedef struct LqSlot
 	int64		session_start;	/* MyStartTimestamp of the session */
 	uint64		reqid;			/* per-slot request counter */
 	uint64		arrival;		/* global submission order */
+	int64		submitted;		/* lockq time the request was submitted */
 	int64		queued_ts;		/* lockq_get waiting: its queue position
 								 * (lockq time), else 0; set by the worker */
 	LqRequest	req;
@@ -301,6 +302,7 @@ extern int	lockq_waiter_timeout;	/* milliseconds */
 extern int	lockq_max_waiters;
 extern int	lockq_batch_size;
 extern int	lockq_session_locks_per_backend;
+extern int	lockq_table_lock_timeout;	/* milliseconds */
 
 /* lockq_shmem.c */
 extern LqShared *lq_shared;

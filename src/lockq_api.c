@@ -356,6 +356,7 @@ lq_call(LqRequest *req)
 	SpinLockAcquire(&slot->mutex);
 	slot->req = *req;
 	slot->reqid++;
+	slot->submitted = lq_clock_peek();
 	memset(&slot->res, 0, sizeof(LqResult));
 	slot->cancel_requested = false;
 	slot->state = LQ_SLOT_PENDING;

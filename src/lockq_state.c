@@ -43,13 +43,20 @@
 #include "lockq_state.h"
 #include "lockq_store.h"
 
-/* A deadline in the timer heap: a lease end, or a waiter's deadline. */
+/*
+ * A deadline in a timer heap: a lease end, or a waiter's deadline.  There
+ * are two heaps: lq_wait_timers holds the timeouts of waiting lockq_get
+ * calls, whose firing touches nothing but memory, so that they fire even
+ * while lockq's tables cannot be written (see lockq_worker.c); lq_timers
+ * holds the rest.
+ */
 typedef struct LqTimer
 {
 	pairingheap_node ph;
 	int64		at;
 	bool		armed;
 	bool		is_lease;		/* in LqLock.lease, else LqWaiter.timer */
+	bool		memory_only;	/* in lq_wait_timers */
 } LqTimer;
 
 typedef struct LqWaiter LqWaiter;
@@ -127,6 +134,7 @@ static MemoryContext lq_state_cxt = NULL;
 static HTAB *lq_locks = NULL;
 static HTAB *lq_waiters = NULL;
 static pairingheap *lq_timers = NULL;
+static pairingheap *lq_wait_timers = NULL;
 static dlist_head lq_deferred;
 static LqSession *lq_sessions = NULL;
 static int64 lq_nwaiters = 0;
@@ -157,12 +165,18 @@ lq_timer_cmp(const pairingheap_node *a, const pairingheap_node *b, void *arg)
 	return 0;
 }
 
+static pairingheap *
+lq_timer_heap(const LqTimer *t)
+{
+	return t->memory_only ? lq_wait_timers : lq_timers;
+}
+
 static void
 lq_timer_disarm(LqTimer *t)
 {
 	if (t->armed)
 	{
-		pairingheap_remove(lq_timers, &t->ph);
+		pairingheap_remove(lq_timer_heap(t), &t->ph);
 		t->armed = false;
 	}
 }
@@ -172,8 +186,17 @@ lq_timer_arm(LqTimer *t, int64 at)
 {
 	lq_timer_disarm(t);
 	t->at = at;
-	pairingheap_add(lq_timers, &t->ph);
+	pairingheap_add(lq_timer_heap(t), &t->ph);
 	t->armed = true;
+}
+
+/* The earliest armed timer of a heap, or NULL. */
+static LqTimer *
+lq_timer_first(pairingheap *heap)
+{
+	if (pairingheap_is_empty(heap))
+		return NULL;
+	return pairingheap_container(LqTimer, ph, pairingheap_first(heap));
 }
 
 /*
@@ -204,6 +227,7 @@ lq_state_reset(void)
 							 HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 
 	lq_timers = pairingheap_allocate(lq_timer_cmp, NULL);
+	lq_wait_timers = pairingheap_allocate(lq_timer_cmp, NULL);
 	dlist_init(&lq_deferred);
 	lq_sessions = palloc(sizeof(LqSession) * lq_shared->nslots);
 	for (i = 0; i < lq_shared->nslots; i++)
@@ -263,6 +287,7 @@ lq_lock_lookup(const char *lock_id, bool create)
 		lock->session_slot = -1;
 		lock->lease.armed = false;
 		lock->lease.is_lease = true;
+		lock->lease.memory_only = false;
 		dlist_init(&lock->queue);
 		lock->nwaiters = 0;
 	}
@@ -605,6 +630,7 @@ lq_waiter_create(LqLock *lock, const char *owner, bool client, int64 ts,
 	w->channel = lq_strdup(channel);
 	w->timer.armed = false;
 	w->timer.is_lease = false;
+	w->timer.memory_only = !client;
 	lq_queue_insert_sorted(lock, w);
 	lock->nwaiters++;
 	lq_nwaiters++;
@@ -1398,51 +1424,92 @@ lq_end_grace(int64 now)
  * pass on; client-side waiters that missed their heartbeat are dropped;
  * lockq_get calls that reached their timeout are answered with TIMEOUT.
  */
+/*
+ * lq_fire_timer does what a timer that came due means.
+ */
+static void
+lq_fire_timer(LqTimer *t, int64 now)
+{
+	pairingheap_remove(lq_timer_heap(t), &t->ph);
+	t->armed = false;
+
+	if (t->is_lease)
+	{
+		LqLock	   *lock = (LqLock *) ((char *) t - offsetof(LqLock, lease));
+
+		/* a grant its holder released already ends with that */
+		if (lock->held && !lock->ending && !lq_released_by_holder(lock))
+			lq_end_grant(lock, LQ_END_EXPIRE, now);
+	}
+	else
+	{
+		LqWaiter   *w = (LqWaiter *) ((char *) t - offsetof(LqWaiter, timer));
+		LqLock	   *lock = w->lock;
+
+		if (w->client)
+		{
+			if (w->channel != NULL)
+				lq_worker_notify(w->channel, "dropped", 0, lock->lock_id,
+								 w->key.owner);
+			lq_stat_add(LQ_STAT_DROPPED_WAITERS, 1);
+		}
+		else
+		{
+			lq_reply(w->slot, w->reqid, LQ_ST_TIMEOUT, 0, false);
+			lq_stat_add(LQ_STAT_TIMEOUTS, 1);
+		}
+		lq_waiter_remove(w, true);
+		lq_lock_maybe_drop(lock);
+	}
+}
+
+/*
+ * lq_state_run_timers fires every deadline up to now, earliest first:
+ * leases expire and pass on; client-side waiters that missed their
+ * heartbeat are dropped; lockq_get calls that reached their timeout are
+ * answered with TIMEOUT.
+ */
 void
 lq_state_run_timers(int64 now)
 {
 	if (lq_grace_until > 0 && now >= lq_grace_until)
 		lq_end_grace(now);
 
-	while (!pairingheap_is_empty(lq_timers))
+	for (;;)
 	{
-		LqTimer    *t = pairingheap_container(LqTimer, ph,
-											  pairingheap_first(lq_timers));
+		LqTimer    *a = lq_timer_first(lq_timers);
+		LqTimer    *b = lq_timer_first(lq_wait_timers);
+		LqTimer    *t = (b == NULL || (a != NULL && a->at <= b->at)) ? a : b;
 
-		if (t->at > now)
+		if (t == NULL || t->at > now)
 			break;
-		(void) pairingheap_remove_first(lq_timers);
-		t->armed = false;
-
-		if (t->is_lease)
-		{
-			LqLock	   *lock = (LqLock *) ((char *) t - offsetof(LqLock, lease));
-
-			/* a grant its holder released already ends with that */
-			if (lock->held && !lock->ending && !lq_released_by_holder(lock))
-				lq_end_grant(lock, LQ_END_EXPIRE, now);
-		}
-		else
-		{
-			LqWaiter   *w = (LqWaiter *) ((char *) t - offsetof(LqWaiter, timer));
-			LqLock	   *lock = w->lock;
-
-			if (w->client)
-			{
-				if (w->channel != NULL)
-					lq_worker_notify(w->channel, "dropped", 0, lock->lock_id,
-									 w->key.owner);
-				lq_stat_add(LQ_STAT_DROPPED_WAITERS, 1);
-			}
-			else
-			{
-				lq_reply(w->slot, w->reqid, LQ_ST_TIMEOUT, 0, false);
-				lq_stat_add(LQ_STAT_TIMEOUTS, 1);
-			}
-			lq_waiter_remove(w, true);
-			lq_lock_maybe_drop(lock);
-		}
+		lq_fire_timer(t, now);
 	}
+}
+
+/*
+ * lq_state_run_wait_timeouts fires only the timeouts of waiting lockq_get
+ * calls that are due: removing a waiter touches nothing but memory (a lock
+ * with waiters is held, so nobody is granted).  Used while lockq's tables
+ * cannot be written.
+ */
+void
+lq_state_run_wait_timeouts(int64 now)
+{
+	LqTimer    *t;
+
+	while ((t = lq_timer_first(lq_wait_timers)) != NULL && t->at <= now)
+		lq_fire_timer(t, now);
+}
+
+/*
+ * lq_state_session_holds: does the session of slotno hold session-bound
+ * grants?  Ending those may hand locks on to waiters that need the tables.
+ */
+bool
+lq_state_session_holds(int slotno)
+{
+	return !dlist_is_empty(&lq_sessions[slotno].held);
 }
 
 /*
@@ -1476,10 +1543,13 @@ int64
 lq_state_next_deadline(void)
 {
 	int64		next = 0;
+	LqTimer    *a = lq_timer_first(lq_timers);
+	LqTimer    *b = lq_timer_first(lq_wait_timers);
 
-	if (!pairingheap_is_empty(lq_timers))
-		next = pairingheap_container(LqTimer, ph,
-									 pairingheap_first(lq_timers))->at;
+	if (a != NULL)
+		next = a->at;
+	if (b != NULL && (next == 0 || b->at < next))
+		next = b->at;
 	if (lq_grace_until > 0 && (next == 0 || lq_grace_until < next))
 		next = lq_grace_until;
 	return next;

@@ -30,6 +30,8 @@ extern void lq_state_session_end(int slotno, int pid, int64 session_start,
 								 int64 now);
 extern void lq_state_quick_release(int64 token, int64 now);
 extern void lq_state_run_timers(int64 now);
+extern void lq_state_run_wait_timeouts(int64 now);
+extern bool lq_state_session_holds(int slotno);
 extern void lq_state_retry_deferred(int64 now);
 extern int64 lq_state_next_deadline(void);
 extern bool lq_state_has_deferred(void);

@@ -43,7 +43,11 @@
 #include "commands/sequence.h"
 #include "executor/spi.h"
 #include "executor/tuptable.h"
+#include "miscadmin.h"
 #include "storage/lmgr.h"
+#include "storage/lock.h"
+#include "storage/proc.h"
+#include "storage/sinvaladt.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "storage/itemptr.h"
@@ -120,6 +124,81 @@ Oid
 lq_store_owners_relid(void)
 {
 	return lq_owners_rel;
+}
+
+/*
+ * lq_lock_holder returns the pid of a process whose lock on relid conflicts
+ * with RowExclusiveLock, or 0.  For the log and the error only.
+ */
+static int
+lq_lock_holder(Oid relid)
+{
+	LOCKTAG		tag;
+	VirtualTransactionId *vxids;
+
+	SET_LOCKTAG_RELATION(tag, MyDatabaseId, relid);
+	vxids = GetLockConflicts(&tag, RowExclusiveLock, NULL);
+	for (; VirtualTransactionIdIsValid(*vxids); vxids++)
+	{
+		PGPROC	   *proc = BackendIdGetProc(vxids->backendId);
+
+		if (proc != NULL && proc->pid != 0)
+			return proc->pid;
+	}
+	return 0;
+}
+
+static bool
+lq_try_lock_one(Oid relid, LqLockFailure *fail)
+{
+	if (ConditionalLockRelationOid(relid, RowExclusiveLock))
+		return true;
+	fail->relid = relid;
+	fail->holder = lq_lock_holder(relid);
+	return false;
+}
+
+/*
+ * lq_store_try_lock takes, without waiting, every lock a batch may need on
+ * lockq's relations: the tables, their indexes and the sequences, in
+ * RowExclusiveLock (what writing them takes).  A batch takes them before it
+ * changes anything, so that a conflicting lock (LOCK TABLE, VACUUM FULL,
+ * ALTER, REINDEX, an open DROP EXTENSION) never blocks the lock server
+ * half-way through a batch: the batch is then not run at all.  Returns
+ * false and what could not be locked, by whom, if any lock is not free.
+ * Locks taken are kept to the end of the transaction.
+ */
+bool
+lq_store_try_lock(LqLockFailure *fail)
+{
+	Oid			tables[2] = {lq_owners_rel, lq_queue_rel};
+	Oid			seqs[3] = {lq_token_seq, lq_clock_seq, lq_horizon_seq};
+	int			i;
+
+	for (i = 0; i < lengthof(tables); i++)
+	{
+		Relation	rel;
+		List	   *indexes;
+		ListCell   *lc;
+
+		if (!lq_try_lock_one(tables[i], fail))
+			return false;
+		rel = relation_open(tables[i], NoLock);
+		indexes = RelationGetIndexList(rel);
+		relation_close(rel, NoLock);
+		foreach(lc, indexes)
+		{
+			if (!lq_try_lock_one(lfirst_oid(lc), fail))
+				return false;
+		}
+		list_free(indexes);
+	}
+	for (i = 0; i < lengthof(seqs); i++)
+	{
+		if (!lq_try_lock_one(seqs[i], fail))
+			return false;
+	}
+	return true;
 }
 
 static void

@@ -50,6 +50,13 @@ typedef enum LqEndResult
 	LQ_END_MISSING				/* there was no such row */
 } LqEndResult;
 
+/* What lq_store_try_lock could not lock, and who holds it (0: unknown). */
+typedef struct LqLockFailure
+{
+	Oid			relid;
+	int			holder;
+} LqLockFailure;
+
 typedef void (*lq_owner_cb) (const LqOwnerRow *row, void *arg);
 typedef void (*lq_queue_cb) (const LqQueueRow *row, void *arg);
 
@@ -57,6 +64,7 @@ typedef void (*lq_queue_cb) (const LqQueueRow *row, void *arg);
 extern bool lq_store_installed(Oid *extoid);
 extern void lq_store_prepare(void);
 extern Oid	lq_store_owners_relid(void);
+extern bool lq_store_try_lock(LqLockFailure *fail);
 extern void lq_store_end_batch(bool commit);
 extern void lq_store_owner_insert(const LqOwnerRow *row, ItemPointer tid);
 extern LqEndResult lq_store_owner_end(ItemPointer tid);

@@ -64,8 +64,10 @@
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/inval.h"
+#include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
+#include "utils/timeout.h"
 #include "utils/timestamp.h"
 
 #include "lockq_fault.h"
@@ -78,6 +80,9 @@
 #define LQ_DEFERRED_RETRY_MS		50
 /* Longest sleep when nothing is due. */
 #define LQ_IDLE_SLEEP_MS			10000
+/* While lockq's relations are locked by others: retry and log periods. */
+#define LQ_BLOCKED_RETRY_MS			20
+#define LQ_BLOCKED_LOG_MS			30000
 /* Above this NOTIFY queue usage the worker stops sending NOTIFYs. */
 #define LQ_NOTIFY_QUEUE_LIMIT		0.5
 
@@ -131,7 +136,16 @@ static Oid	lq_ext_oid = InvalidOid;
 static bool lq_ext_recheck = true;	/* see lq_relcache_callback */
 static int64 lq_last_deferred_retry = 0;
 
+/*
+ * Set while a conflicting lock keeps the lock server from locking lockq's
+ * relations: what it could not lock (see lq_handle_slot); NULL otherwise.
+ */
+static LqLockFailure *lq_blocked = NULL;
+static LqLockFailure lq_blocked_data;
+static TimestampTz lq_blocked_logged = 0;
+
 static void lq_handle_entry(LqEntry entry, int64 now);
+static void lq_set_blocked(bool blocked);
 
 /*
  * lq_register_worker registers the lock server.  Called from _PG_init while
@@ -453,10 +467,52 @@ lq_publish(void)
 }
 
 /*
+ * lq_defer puts an entry on the list to look at again at the next batch.
+ */
+static void
+lq_defer(LqEntry entry)
+{
+	MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+
+	lq_recheck = lappend_int(lq_recheck, entry);
+	MemoryContextSwitchTo(old);
+}
+
+/*
+ * lq_refuse_blocked answers a request that waited lockq.table_lock_timeout
+ * for lockq's relations to be free (see lq_blocked) with lock_not_available,
+ * naming the relation and whoever holds it.
+ */
+static void
+lq_refuse_blocked(int slotno, uint64 reqid)
+{
+	LqResult	res;
+	char	   *rel = get_rel_name(lq_blocked->relid);
+
+	memset(&res, 0, sizeof(res));
+	res.status = LQ_ST_ERROR;
+	res.sqlerrcode = ERRCODE_LOCK_NOT_AVAILABLE;
+	snprintf(res.message, sizeof(res.message),
+			 "lockq lock server could not lock its tables within lockq.table_lock_timeout");
+	snprintf(res.hint, sizeof(res.hint),
+			 "Relation \"%s.%s\" is locked by %s %d; lockq serves no request that could write its tables until that lock is released.",
+			 LQ_SCHEMA, rel ? rel : "?",
+			 lq_blocked->holder ? "process" : "another transaction,",
+			 lq_blocked->holder);
+	lq_worker_reply(slotno, reqid, &res);
+}
+
+/*
  * lq_handle_slot looks at one slot: a new request is applied; a request
  * the backend gave up on is withdrawn (or its grant undone); a finished
  * session is cleaned up and its slot freed.  Idempotent, so stale ring
  * entries are harmless.
+ *
+ * While lockq's relations cannot be locked (lq_blocked), only what touches
+ * nothing but memory is done: a waiting lockq_get is withdrawn, a session
+ * that holds no session-bound grant is cleaned up, and a new request that
+ * has waited lockq.table_lock_timeout is refused.  Everything else is
+ * deferred to a later batch.
  */
 static void
 lq_handle_slot(int slotno, int64 now)
@@ -465,6 +521,7 @@ lq_handle_slot(int slotno, int64 now)
 	LqSlotState state;
 	bool		cancel;
 	bool		ended;
+	bool		refuse = false;
 	uint64		reqid;
 	int			pid;
 	int64		start;
@@ -482,7 +539,12 @@ lq_handle_slot(int slotno, int64 now)
 	pid = slot->pid;
 	start = slot->session_start;
 	if (state == LQ_SLOT_PENDING && !cancel && !ended)
-		slot->state = LQ_SLOT_ACTIVE;
+	{
+		refuse = lq_blocked != NULL &&
+			now - slot->submitted >= (int64) lockq_table_lock_timeout * 1000;
+		if (lq_blocked == NULL || refuse)
+			slot->state = LQ_SLOT_ACTIVE;
+	}
 	req = slot->req;
 	res = slot->res;
 	SpinLockRelease(&slot->mutex);
@@ -492,12 +554,25 @@ lq_handle_slot(int slotno, int64 now)
 
 	if (!cancel && !ended)
 	{
-		if (state == LQ_SLOT_PENDING)
+		if (state != LQ_SLOT_PENDING)
+			return;
+		if (refuse)
+			lq_refuse_blocked(slotno, reqid);
+		else if (lq_blocked != NULL)
+			lq_defer(lq_entry_request(slotno));
+		else
 			lq_state_apply(slotno, reqid, &req, now);
 		return;
 	}
 
 	/* The backend gave up on its request, or has exited. */
+	if (lq_blocked != NULL &&
+		((cancel && state == LQ_SLOT_DONE) ||
+		 (ended && lq_state_session_holds(slotno))))
+	{
+		lq_defer(lq_entry_request(slotno));
+		return;
+	}
 	if (cancel)
 	{
 		if (state == LQ_SLOT_ACTIVE)
@@ -546,7 +621,9 @@ lq_handle_quick(int slotno, int64 now)
 static void
 lq_handle_entry(LqEntry entry, int64 now)
 {
-	if (lq_entry_is_quick(entry))
+	if (lq_entry_is_quick(entry) && lq_blocked != NULL)
+		lq_defer(entry);
+	else if (lq_entry_is_quick(entry))
 		lq_handle_quick(lq_entry_slot(entry), now);
 	else
 		lq_handle_slot(lq_entry_slot(entry), now);
@@ -729,6 +806,31 @@ lq_sigterm(SIGNAL_ARGS)
 	if (lq_in_durable_wait)
 	{
 		ProcDiePending = true;
+		InterruptPending = true;
+	}
+	SetLatch(MyLatch);
+	errno = save_errno;
+}
+
+/*
+ * lq_sigint handles SIGINT, which PostgreSQL's own timeouts send to their
+ * process (lock_timeout as a last resort: the lock server takes its table
+ * locks without waiting, see lq_store_try_lock).  A query cancel from
+ * outside (pg_cancel_backend) is ignored: it would end a wait for
+ * synchronous replication early, and the batch would be answered before
+ * its grants were replicated.  So a cancel counts only when a timeout
+ * caused it, and never during such a wait.
+ */
+static void
+lq_sigint(SIGNAL_ARGS)
+{
+	int			save_errno = errno;
+
+	if (!lq_in_durable_wait &&
+		(get_timeout_indicator(LOCK_TIMEOUT, false) ||
+		 get_timeout_indicator(STATEMENT_TIMEOUT, false)))
+	{
+		QueryCancelPending = true;
 		InterruptPending = true;
 	}
 	SetLatch(MyLatch);
@@ -951,14 +1053,16 @@ lq_slot_is_queued(int slotno)
  * all (the extension is not installed: there is no lock state at all) that
  * is every request, and quick releases are dropped: their session was told
  * the lock is released already.  Otherwise (the state cannot be loaded
- * just now) queued lockq_get calls keep their place and quick releases
- * stay queued; everything else is answered.
+ * just now) queued lockq_get calls keep their place, quick releases stay
+ * queued, and requests submitted less than min_age microseconds ago wait
+ * for the next attempt; everything else is answered.
  */
 static void
-lq_fail_all(int sqlerrcode, const char *message, bool all)
+lq_fail_all(int sqlerrcode, const char *message, bool all, int64 min_age)
 {
 	List	   *entries = lq_slots_in_flight();
 	ListCell   *lc;
+	int64		now = lq_clock_peek();
 
 	foreach(lc, entries)
 	{
@@ -970,10 +1074,31 @@ lq_fail_all(int sqlerrcode, const char *message, bool all)
 			if (all)
 				lq_drop_quick(slotno, NULL);
 		}
-		else if (all || !lq_slot_is_queued(slotno))
+		else if (all || (!lq_slot_is_queued(slotno) &&
+						 now - lq_slots[slotno].submitted >= min_age))
 			lq_fail_slot(slotno, sqlerrcode, message);
 	}
 	list_free(entries);
+}
+
+/*
+ * lq_lock_or_raise takes the locks on lockq's relations without waiting
+ * (lq_store_try_lock) or raises lock_not_available, naming them.
+ */
+static void
+lq_lock_or_raise(void)
+{
+	LqLockFailure fail;
+
+	if (!lq_store_try_lock(&fail))
+	{
+		char	   *rel = get_rel_name(fail.relid);
+
+		ereport(ERROR,
+				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+				 errmsg("could not lock relation \"%s.%s\", locked by process %d",
+						LQ_SCHEMA, rel ? rel : "?", fail.holder)));
+	}
 }
 
 /*
@@ -1021,6 +1146,7 @@ lq_recover(void)
 			lq_ext_oid = extoid;
 			lq_spi_connect();
 			lq_store_prepare();
+			lq_lock_or_raise();
 			durable = lq_store_clock_read();
 			tokens = lq_store_token_read();
 			horizon = lq_store_horizon_read();
@@ -1108,7 +1234,9 @@ lq_recover(void)
 						edata->message)));
 		snprintf(msg, sizeof(msg), "lockq lock server could not load its state: %s",
 				 edata->message);
-		lq_fail_all(edata->sqlerrcode, msg, false);
+		lq_fail_all(edata->sqlerrcode, msg, false,
+					edata->sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE ?
+					(int64) lockq_table_lock_timeout * 1000 : 0);
 		FreeErrorData(edata);
 		return false;
 	}
@@ -1120,7 +1248,7 @@ lq_recover(void)
 	if (!installed)
 		lq_fail_all(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
 					"lockq is not installed in the lock server's database",
-					true);
+					true, 0);
 	return installed;
 }
 
@@ -1200,7 +1328,7 @@ lq_batch(void)
 		(n > 0 || now - lq_last_deferred_retry >= LQ_DEFERRED_RETRY_MS * 1000);
 
 	if (n == 0 && !overflow && lq_recheck == NIL &&
-		!(due > 0 && due <= now) && !retry_deferred)
+		!(due > 0 && due <= now) && !retry_deferred && lq_blocked == NULL)
 		return false;
 
 	if (overflow)
@@ -1224,20 +1352,31 @@ lq_batch(void)
 		else
 		{
 			LQ_FAULT("batch-start");
-			if (now + LQ_CLOCK_MARGIN_US > lq_clock_ceiling())
-				lq_clock_extend(now);
-			/* deadlines that passed before these requests came go first */
-			lq_state_run_timers(now);
-			foreach(lc, slots)
+			lq_set_blocked(!lq_store_try_lock(&lq_blocked_data));
+			if (lq_blocked != NULL)
 			{
-				lq_handle_entry(lfirst_int(lc), now);
-				LQ_FAULT("batch-apply");
+				/* only what needs no table: see lq_handle_slot */
+				lq_state_run_wait_timeouts(now);
+				foreach(lc, slots)
+					lq_handle_entry(lfirst_int(lc), now);
 			}
-			lq_state_run_timers(now);
-			if (lq_state_has_deferred())
+			else
 			{
-				lq_state_retry_deferred(now);
-				lq_last_deferred_retry = now;
+				if (now + LQ_CLOCK_MARGIN_US > lq_clock_ceiling())
+					lq_clock_extend(now);
+				/* deadlines that passed before these requests came go first */
+				lq_state_run_timers(now);
+				foreach(lc, slots)
+				{
+					lq_handle_entry(lfirst_int(lc), now);
+					LQ_FAULT("batch-apply");
+				}
+				lq_state_run_timers(now);
+				if (lq_state_has_deferred())
+				{
+					lq_state_retry_deferred(now);
+					lq_last_deferred_retry = now;
+				}
 			}
 			lq_commit_batch();
 		}
@@ -1272,6 +1411,41 @@ lq_batch(void)
 	lq_end_batch();
 	lq_error_backoff_ms = 0;
 	return n == lockq_batch_size;
+}
+
+/*
+ * lq_set_blocked notes whether this batch could lock lockq's relations
+ * (see lq_store_try_lock), and logs when that changes, and every
+ * LQ_BLOCKED_LOG_MS while it lasts: an administrator must learn that a
+ * lock of theirs stalls lockq.
+ */
+static void
+lq_set_blocked(bool blocked)
+{
+	TimestampTz now = GetCurrentTimestamp();
+
+	if (!blocked)
+	{
+		if (lq_blocked_logged != 0)
+			ereport(LOG,
+					(errmsg("lockq lock server can lock its tables again")));
+		lq_blocked_logged = 0;
+		lq_blocked = NULL;
+		return;
+	}
+	lq_blocked = &lq_blocked_data;
+	if (lq_blocked_logged == 0 ||
+		TimestampDifferenceExceeds(lq_blocked_logged, now, LQ_BLOCKED_LOG_MS))
+	{
+		char	   *rel = get_rel_name(lq_blocked->relid);
+
+		ereport(WARNING,
+				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+				 errmsg("lockq lock server cannot lock relation \"%s.%s\", locked by process %d",
+						LQ_SCHEMA, rel ? rel : "?", lq_blocked->holder),
+				 errdetail("Requests that could write lockq's tables wait at most lockq.table_lock_timeout, then fail; expiries and hand-offs wait until the lock is released.")));
+		lq_blocked_logged = now;
+	}
 }
 
 /*
@@ -1328,6 +1502,9 @@ lq_cycle(void)
 		sleep_ms = Min(sleep_ms, LQ_DEFERRED_RETRY_MS);
 	if (lq_recheck != NIL)
 		sleep_ms = 0;
+	/* blocked: what is due must wait; try again soon, not at once */
+	if (lq_blocked != NULL)
+		sleep_ms = Max(Min(sleep_ms, LQ_BLOCKED_RETRY_MS), LQ_BLOCKED_RETRY_MS);
 	return sleep_ms;
 }
 
@@ -1362,6 +1539,16 @@ lq_worker_stop(void)
 	lq_begin_batch();
 	PG_TRY();
 	{
+		Oid			extoid;
+
+		/*
+		 * The installation the state was loaded from may be gone (dropped,
+		 * perhaps created again): then there is nothing of it to store.
+		 */
+		if (!lq_store_installed(&extoid) || extoid != lq_ext_oid)
+			elog(ERROR, "lockq extension changed: its state is not stored");
+		lq_lock_or_raise();
+
 		/*
 		 * This commit is flushed, and with it everything before: no lease
 		 * is outstanding unflushed, so no grace is needed at the next start,
@@ -1430,13 +1617,7 @@ lockq_worker_main(Datum main_arg)
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, lq_sigterm);
 
-	/*
-	 * A query cancel would end a wait for synchronous replication early,
-	 * and the batch would be answered before its grants were replicated:
-	 * the lock server ignores SIGINT (pg_cancel_backend).  Its own timeouts
-	 * (lock_timeout) do not come by signal.
-	 */
-	pqsignal(SIGINT, SIG_IGN);
+	pqsignal(SIGINT, lq_sigint);
 	BackgroundWorkerUnblockSignals();
 
 	BackgroundWorkerInitializeConnection(lockq_database, NULL, 0);

@@ -1,0 +1,87 @@
+# A lock on lockq's own tables (LOCK TABLE, an open DROP EXTENSION) never
+# stalls the lock server: it takes its table locks without waiting, and
+# while it cannot, requests that could write the tables fail with 55P03
+# after lockq.table_lock_timeout, waiting lockq_get calls still time out
+# and can be cancelled on time, and the log names the relation and the
+# process holding it.  Once the lock is gone, everything due happens.
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time);
+use LockqTest;
+
+my $node = lockq_node('tlocks', conf => "lockq.table_lock_timeout = '1s'\n");
+
+# timed(sql) runs sql and returns (seconds, stdout, stderr)
+sub timed
+{
+	my ($sql) = @_;
+	my $start = time();
+	my ($rc, $out, $err) = $node->psql('postgres', "SET statement_timeout = '60s'; $sql");
+	return (time() - $start, $out, $err);
+}
+
+my $t_held = scalar_query($node, "SELECT lockq_try('held', 'h', '2 seconds')");
+my $w = start_waiter($node, 'w-timeout',
+	"SELECT lockq_get('held', 'w1', timeout => '3 seconds');");
+my $c = start_waiter($node, 'w-cancel', "SELECT lockq_get('held', 'w2');");
+ok(wait_for_waiters($node, 'held', 2), 'two waiters queue behind a 2 s lease');
+my $cpid = $node->safe_psql('postgres',
+	"SELECT pid FROM pg_stat_activity WHERE application_name = 'w-cancel'");
+
+# --- LOCK TABLE lockq.owners ------------------------------------------------
+my $locker = $node->background_psql('postgres');
+$locker->query_safe('BEGIN; LOCK TABLE lockq.owners IN ACCESS EXCLUSIVE MODE');
+my $lpid = $locker->query_safe('SELECT pg_backend_pid()');
+my $offset = -s $node->logfile;
+
+my ($secs, $out, $err) = timed("SELECT lockq_try('free1')");
+like($err, qr/lockq lock server could not lock its tables within lockq.table_lock_timeout/,
+	'a session-bound lockq_try fails with a clear error');
+like($err, qr/Relation "lockq.owners" is locked by process $lpid/,
+	'naming the relation and the process that holds it');
+cmp_ok($secs, '>', 0.9, 'after waiting lockq.table_lock_timeout');
+cmp_ok($secs, '<', 8, 'not more');
+($secs, $out, $err) = timed("SELECT lockq_try('free2', 'o', '1 minute')");
+like($err, qr/could not lock its tables/, 'so does a lockq_try with an owner');
+($secs, $out, $err) = timed("SELECT lockq_renew('held', 'h', $t_held)");
+like($err, qr/could not lock its tables/, 'and a renewal');
+
+like(waiter_result($w, qr/(ERROR:.*)/), qr/could not obtain lock "held" within the timeout/,
+	'a waiting lockq_get still times out on time');
+is($node->safe_psql('postgres', "SELECT pg_cancel_backend($cpid)"), 't',
+	'a waiting lockq_get is cancelled');
+like(waiter_result($c, qr/(ERROR:.*)/), qr/canceling statement due to user request/,
+	'and the cancel returns');
+ok($node->poll_query_until('postgres',
+		"SELECT count(*) = 0 FROM lockq_waiters WHERE lock_id = 'held'"),
+	'both left the queue while the table was locked');
+ok($node->log_contains(
+		qr/lockq lock server cannot lock relation "lockq.owners", locked by process $lpid/, $offset),
+	'the log names the relation and the process');
+
+$locker->query_safe('COMMIT');
+ok($node->poll_query_until('postgres',
+		"SELECT count(*) = 0 FROM lockq_locks WHERE lock_id = 'held'"),
+	'once the table lock is released, the lease expires');
+ok($node->log_contains(qr/lockq lock server can lock its tables again/, $offset),
+	'and the log says the lock server works again');
+ok(scalar_query($node, "SELECT lockq_try('free1')") > 0, 'requests are served again');
+
+# --- an open DROP EXTENSION ---------------------------------------------------
+$locker->query_safe('BEGIN; DROP EXTENSION lockq');
+($secs, $out, $err) = timed("SELECT lockq_try('free3', 'o')");
+like($err, qr/could not lock its tables/, 'an open DROP EXTENSION gives the same error');
+cmp_ok($secs, '<', 8, 'in bounded time');
+$locker->query_safe('ROLLBACK');
+ok($node->poll_query_until('postgres', "SELECT lockq_try('free3', 'o') IS NOT NULL"),
+	'after its rollback the service resumes');
+
+$locker->quit;
+$w->quit;
+$c->quit;
+$node->stop;
+done_testing();
