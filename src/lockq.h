@@ -173,6 +173,31 @@ lq_entry_slot(LqEntry e)
  */
 #define LQ_MAX_QUICK_RELEASES	4
 
+/*
+ * What the batch being committed will make known about a slot, written by
+ * the lock server before its commit and applied after it (lockq_outbox.c).
+ * Only the lock server reads or writes it; a lock server that finds one
+ * left by its predecessor applies it if that batch committed.
+ */
+typedef enum LqStagedKind
+{
+	LQ_STAGED_NONE = 0,
+	LQ_STAGED_RESULT,			/* answer: slot becomes DONE */
+	LQ_STAGED_ACK,				/* cancellation done: slot becomes IDLE */
+	LQ_STAGED_FREE				/* session cleaned up: slot becomes FREE */
+} LqStagedKind;
+
+typedef struct LqSlotStaged
+{
+	uint64		batch;			/* the batch; 0: nothing staged */
+	LqStagedKind kind;
+	uint64		reqid;
+	LqResult	res;			/* LQ_STAGED_RESULT */
+	bool		queued_set;		/* queued_ts changes to queued_ts */
+	int64		queued_ts;
+	int			quick_done;		/* quick releases applied */
+} LqSlotStaged;
+
 typedef struct LqSlot
 {
 	slock_t		mutex;			/* protects every field below */
@@ -192,6 +217,7 @@ typedef struct LqSlot
 	int			nquick;			/* quick releases the worker has not done */
 	int64		quick_tokens[LQ_MAX_QUICK_RELEASES];	/* oldest first */
 	ConditionVariable freed;	/* broadcast when the slot becomes FREE */
+	LqSlotStaged staged;		/* lock server only, no lock needed */
 } LqSlot;
 
 /*
@@ -205,6 +231,15 @@ typedef enum LqGrantEnd
 	LQ_GRANT_ENDING,			/* ended by a batch not yet published */
 	LQ_GRANT_ENDED				/* over; waits for fenced transactions */
 } LqGrantEnd;
+
+/* A change to a session-bound grant staged by a batch (lockq_outbox.c). */
+typedef enum LqGrantOp
+{
+	LQ_GRANT_OP_NONE = 0,
+	LQ_GRANT_OP_PUT,			/* made (visible from publication) or renewed */
+	LQ_GRANT_OP_ENDED,			/* its end published, hand-off deferred */
+	LQ_GRANT_OP_DELETE			/* it is over */
+} LqGrantOp;
 
 typedef struct LqSessionGrant
 {
@@ -220,6 +255,10 @@ typedef struct LqSessionGrant
 	bool		released;		/* its session released it; the worker has
 								 * yet to act on that (quick release) */
 	pg_atomic_uint32 fences;	/* transactions fenced on it (lockq_holds) */
+	bool		visible;		/* published: readers see it */
+	LqGrantOp	staged_op;		/* what the batch being committed does */
+	uint64		staged_batch;
+	int64		staged_expires; /* LQ_GRANT_OP_PUT, _ENDED: the new lease end */
 } LqSessionGrant;
 
 /* Counters shown by lockq_stats. */
@@ -285,6 +324,16 @@ typedef struct LqShared
 
 	pg_atomic_uint64 stats[LQ_STAT_COUNT];
 
+	/*
+	 * The lock server's batches (lockq_outbox.c): the number of the last
+	 * one begun, and the one whose staged outcome is complete and whose
+	 * transaction is committing or committed but not yet published (0:
+	 * none), with its transaction id.  Lock server only.
+	 */
+	uint64		batch_seq;
+	uint64		sealed_batch;
+	TransactionId sealed_xid;
+
 	LqEntry		ring[FLEXIBLE_ARRAY_MEMBER];
 } LqShared;
 
@@ -320,10 +369,11 @@ extern Size lq_grants_shmem_size(void);
 extern void lq_grants_shmem_request(void);
 extern void lq_grants_shmem_startup(void);
 extern int	lq_grants_max(void);
-extern void lq_grants_put(const LqSessionGrant *g);
-extern void lq_grants_delete(int64 token);
+extern void lq_grants_stage(LqGrantOp op, const LqSessionGrant *g,
+							uint64 batch);
+extern void lq_grants_publish(int64 token);
+extern void lq_grants_resolve(uint64 committed_batch);
 extern uint32 lq_grants_begin_end(int64 token);
-extern void lq_grants_set_ended(int64 token, int64 expires);
 extern uint32 lq_grants_fences(int64 token);
 extern void lq_grants_undo_ending(void);
 extern void lq_grants_clear(void);

@@ -11,11 +11,14 @@
  * lockq.session_locks_per_backend entries per backend (shared, like the
  * lock manager's max_locks_per_transaction), under one LWLock.
  *
- * Only the worker writes it, and only what a published batch decided
- * (lq_grants_put and lq_grants_delete are called from lq_publish, after the
- * commit), so that a batch that fails leaves it as it was.  The one
- * exception is the end of a grant, which must be decided together with the
- * fencing check:
+ * Only the worker writes it.  What a batch does to a grant is staged in
+ * its entry (lq_grants_stage; a new grant is entered invisible) and seen
+ * only when the batch is published after its commit (lq_grants_publish),
+ * so that a batch that fails leaves the table as it was; a lock server
+ * that finds a batch of its predecessor staged publishes it if that
+ * batch's transaction committed, and forgets it otherwise
+ * (lq_grants_resolve).  The one exception is the end of a grant, which
+ * must be decided together with the fencing check:
  *
  * Fencing.  lockq_holds(lock, token) on a session-bound grant takes the
  * LWLock shared, checks that the grant is current, and adds one to its
@@ -25,8 +28,8 @@
  * (lq_grants_begin_end).  So either the fence was taken first, and the
  * worker sees it and defers the hand-off until the fenced transaction has
  * ended, or the end was marked first, and lockq_holds answers false.  A
- * batch that fails turns ENDING back into CURRENT (lq_grants_undo_ending);
- * a published one turns it into ENDED or removes the grant.
+ * batch that fails turns ENDING back into CURRENT (lq_grants_resolve); a
+ * published one turns it into ENDED or removes the grant.
  *
  * Readers: lockq_holds, the view lockq_locks (lockq_session_grants), and
  * the worker when it rebuilds its state (lq_grants_copy).
@@ -104,52 +107,133 @@ lq_grants_shmem_startup(void)
 }
 
 /*
- * lq_grants_put adds a grant, or updates one (a renewal).  Worker only,
- * when publishing a batch, after its commit, so it must not fail.  The
- * worker never lets the table overflow (it counts the grants it has
- * decided); should it happen anyway, the grant is only missing from the
- * view, and lockq_holds answers false for it, which is safe.
+ * lq_grants_stage records what a batch does to a grant; nothing of it is
+ * seen until lq_grants_publish, after the batch's commit.  A new grant is
+ * entered invisible (readers skip it: nobody knows its token yet).  Worker
+ * only, inside a batch.  The worker never lets the table overflow (it
+ * counts the grants it has decided); should it happen anyway, the batch
+ * fails before its commit.
  */
 void
-lq_grants_put(const LqSessionGrant *g)
+lq_grants_stage(LqGrantOp op, const LqSessionGrant *g, uint64 batch)
 {
 	LqSessionGrant *e;
 	bool		found;
 
 	LWLockAcquire(lq_grants_lock, LW_EXCLUSIVE);
-	e = hash_search(lq_grants, &g->token, HASH_ENTER_NULL, &found);
+	e = hash_search(lq_grants, &g->token,
+					op == LQ_GRANT_OP_PUT ? HASH_ENTER_NULL : HASH_FIND, &found);
+	if (e == NULL && op == LQ_GRANT_OP_PUT)
+	{
+		LWLockRelease(lq_grants_lock);
+		ereport(ERROR,
+				(errcode(ERRCODE_OUT_OF_MEMORY),
+				 errmsg("lockq session grant table is full")));
+	}
 	if (e == NULL)
 	{
 		LWLockRelease(lq_grants_lock);
-		elog(WARNING, "lockq session grant table is full");
 		return;
 	}
 	if (!found)
 	{
+		/* a new grant, invisible until published */
 		pg_atomic_init_u32(&e->fences, 0);
 		e->end = LQ_GRANT_CURRENT;
 		e->released = false;
+		e->visible = false;
+		memcpy(e->lock_id, g->lock_id, sizeof(e->lock_id));
+		e->pid = g->pid;
+		e->session_start = g->session_start;
+		e->role = g->role;
+		e->ttl = g->ttl;
+		e->acquired = g->acquired;
+		e->expires = g->expires;
 	}
-	/* an update never undoes an end or a release marked meanwhile */
-	memcpy(e->lock_id, g->lock_id, sizeof(e->lock_id));
-	e->pid = g->pid;
-	e->session_start = g->session_start;
-	e->role = g->role;
-	e->ttl = g->ttl;
-	e->acquired = g->acquired;
-	e->expires = g->expires;
+	e->staged_op = op;
+	e->staged_batch = batch;
+	e->staged_expires = g->expires;
 	LWLockRelease(lq_grants_lock);
 }
 
 /*
- * lq_grants_delete removes a grant whose end is published and no longer
- * fenced.  Worker only.
+ * lq_grant_apply_staged makes an entry's staged change seen, or forgets it
+ * (apply false).  Returns false when the entry is to be removed.  Called
+ * with the LWLock held exclusively.
+ */
+static bool
+lq_grant_apply_staged(LqSessionGrant *e, bool apply)
+{
+	LqGrantOp	op = e->staged_op;
+
+	e->staged_op = LQ_GRANT_OP_NONE;
+	e->staged_batch = 0;
+	if (!apply)
+		return e->visible;		/* a grant never published goes */
+	switch (op)
+	{
+		case LQ_GRANT_OP_NONE:
+			break;
+		case LQ_GRANT_OP_PUT:
+			/* a renewal never undoes an end or a release marked meanwhile */
+			e->expires = e->staged_expires;
+			e->visible = true;
+			break;
+		case LQ_GRANT_OP_ENDED:
+			if (e->end == LQ_GRANT_ENDING)
+				e->end = LQ_GRANT_ENDED;
+			e->expires = Min(e->expires, e->staged_expires);
+			e->visible = true;
+			break;
+		case LQ_GRANT_OP_DELETE:
+			return false;
+	}
+	return true;
+}
+
+/*
+ * lq_grants_publish makes what the batch staged for a grant seen, after
+ * the batch's commit.  Worker only; must not fail.
  */
 void
-lq_grants_delete(int64 token)
+lq_grants_publish(int64 token)
 {
+	LqSessionGrant *e;
+
 	LWLockAcquire(lq_grants_lock, LW_EXCLUSIVE);
-	(void) hash_search(lq_grants, &token, HASH_REMOVE, NULL);
+	e = hash_search(lq_grants, &token, HASH_FIND, NULL);
+	if (e != NULL && e->staged_op != LQ_GRANT_OP_NONE &&
+		!lq_grant_apply_staged(e, true))
+		(void) hash_search(lq_grants, &token, HASH_REMOVE, NULL);
+	LWLockRelease(lq_grants_lock);
+}
+
+/*
+ * lq_grants_resolve settles every staged change: those of committed_batch
+ * (a batch whose transaction committed; 0 for none) are published, all
+ * others forgotten, and grants marked ENDING by a batch that did not
+ * commit are current again.  Worker only: after a failed batch, and when a
+ * lock server starts where its predecessor left a batch behind.
+ */
+void
+lq_grants_resolve(uint64 committed_batch)
+{
+	HASH_SEQ_STATUS seq;
+	LqSessionGrant *e;
+
+	LWLockAcquire(lq_grants_lock, LW_EXCLUSIVE);
+	hash_seq_init(&seq, lq_grants);
+	while ((e = hash_seq_search(&seq)) != NULL)
+	{
+		bool		apply = committed_batch != 0 &&
+			e->staged_batch == committed_batch;
+
+		if (e->staged_op != LQ_GRANT_OP_NONE &&
+			!lq_grant_apply_staged(e, apply))
+			(void) hash_search(lq_grants, &e->token, HASH_REMOVE, NULL);
+		else if (e->end == LQ_GRANT_ENDING)
+			e->end = LQ_GRANT_CURRENT;
+	}
 	LWLockRelease(lq_grants_lock);
 }
 
@@ -175,26 +259,6 @@ lq_grants_begin_end(int64 token)
 	}
 	LWLockRelease(lq_grants_lock);
 	return fences;
-}
-
-/*
- * lq_grants_set_ended makes an ENDING grant ENDED, with its lease cut to
- * the end time: its end is published but fenced transactions hold up the
- * hand-off.  Worker only.
- */
-void
-lq_grants_set_ended(int64 token, int64 expires)
-{
-	LqSessionGrant *e;
-
-	LWLockAcquire(lq_grants_lock, LW_EXCLUSIVE);
-	e = hash_search(lq_grants, &token, HASH_FIND, NULL);
-	if (e != NULL && e->end == LQ_GRANT_ENDING)
-	{
-		e->end = LQ_GRANT_ENDED;
-		e->expires = Min(e->expires, expires);
-	}
-	LWLockRelease(lq_grants_lock);
 }
 
 /*
@@ -271,7 +335,11 @@ lq_grants_copy(int *n)
 	hash_seq_init(&seq, lq_grants);
 	while ((e = hash_seq_search(&seq)) != NULL)
 	{
-		LqSessionGrant *c = &out[i++];
+		LqSessionGrant *c;
+
+		if (!e->visible)
+			continue;
+		c = &out[i++];
 
 		c->token = e->token;
 		memcpy(c->lock_id, e->lock_id, sizeof(c->lock_id));
@@ -283,6 +351,7 @@ lq_grants_copy(int *n)
 		c->expires = e->expires;
 		c->end = e->end;
 		c->released = e->released;
+		c->visible = e->visible;
 		pg_atomic_init_u32(&c->fences, pg_atomic_read_u32(&e->fences));
 	}
 	LWLockRelease(lq_grants_lock);
@@ -317,7 +386,7 @@ lq_grants_holds(const char *lock_id, int64 token, int64 now)
 
 	LWLockAcquire(lq_grants_lock, LW_SHARED);
 	e = hash_search(lq_grants, &token, HASH_FIND, NULL);
-	if (e == NULL)
+	if (e == NULL || !e->visible)
 		result = -1;
 	else if (e->end != LQ_GRANT_CURRENT || e->released ||
 			 e->expires <= now || strcmp(e->lock_id, lock_id) != 0)
@@ -349,7 +418,7 @@ lq_grants_mark_released(const char *lock_id, int64 token, int pid,
 
 	LWLockAcquire(lq_grants_lock, LW_EXCLUSIVE);
 	e = hash_search(lq_grants, &token, HASH_FIND, NULL);
-	if (e != NULL && e->end == LQ_GRANT_CURRENT && !e->released &&
+	if (e != NULL && e->visible && e->end == LQ_GRANT_CURRENT && !e->released &&
 		e->pid == pid && e->session_start == session_start &&
 		e->expires > now && strcmp(e->lock_id, lock_id) == 0)
 	{

@@ -40,6 +40,7 @@
 #include "utils/memutils.h"
 
 #include "lockq_fault.h"
+#include "lockq_outbox.h"
 #include "lockq_state.h"
 #include "lockq_store.h"
 
@@ -363,7 +364,7 @@ lq_reply(int slotno, uint64 reqid, LqStatus status, int64 token, bool fresh)
 	res.status = status;
 	res.token = token;
 	res.fresh_grant = fresh;
-	lq_worker_reply(slotno, reqid, &res);
+	lq_outbox_reply(slotno, reqid, &res);
 }
 
 static void
@@ -382,7 +383,7 @@ lq_reply_error(int slotno, uint64 reqid, int sqlerrcode, const char *fmt,...)
 	va_start(ap, fmt);
 	vsnprintf(res.message, sizeof(res.message), fmt, ap);
 	va_end(ap);
-	lq_worker_reply(slotno, reqid, &res);
+	lq_outbox_reply(slotno, reqid, &res);
 }
 
 /*
@@ -415,7 +416,7 @@ lq_reply_forbidden(int slotno, uint64 reqid, const LqRequest *req)
 	snprintf(res.hint, sizeof(res.hint),
 			 "Only the role that took the lock or queued the wait, or a member of %s, can act for its owner.",
 			 LQ_ADMIN_ROLE);
-	lq_worker_reply(slotno, reqid, &res);
+	lq_outbox_reply(slotno, reqid, &res);
 }
 
 /*
@@ -437,7 +438,7 @@ lq_session_room(int slotno, uint64 reqid)
 	snprintf(res.hint, sizeof(res.hint),
 			 "Increase \"lockq.session_locks_per_backend\" (%d), or take the lock with an owner.",
 			 lockq_session_locks_per_backend);
-	lq_worker_reply(slotno, reqid, &res);
+	lq_outbox_reply(slotno, reqid, &res);
 	return false;
 }
 
@@ -476,7 +477,7 @@ lq_publish_session_grant(const LqLock *lock)
 	g.acquired = lock->acquired;
 	g.expires = lock->expires;
 	g.end = LQ_GRANT_CURRENT;
-	lq_worker_grant_put(&g);
+	lq_outbox_grant_put(&g);
 }
 
 /*
@@ -590,11 +591,7 @@ lq_queue_insert_sorted(LqLock *lock, LqWaiter *w)
 static void
 lq_slot_set_queued(int slotno, int64 ts)
 {
-	LqSlot	   *slot = &lq_slots[slotno];
-
-	SpinLockAcquire(&slot->mutex);
-	slot->queued_ts = ts;
-	SpinLockRelease(&slot->mutex);
+	lq_outbox_queued(slotno, ts);
 }
 
 /*
@@ -702,7 +699,7 @@ lq_end_grant(LqLock *lock, LqEndReason why, int64 now)
 		lock->session_slot = -1;
 	}
 	if (lock->channel != NULL && (why == LQ_END_EXPIRE || why == LQ_END_FORCE))
-		lq_worker_notify(lock->channel, "lost", lock->token, lock->lock_id,
+		lq_outbox_notify(lock->channel, "lost", lock->token, lock->lock_id,
 						 lock->owner);
 
 	switch (why)
@@ -758,14 +755,14 @@ lq_finish_end(LqLock *lock, int64 now)
 		{
 			if (!lock->in_deferred)
 			{
-				lq_worker_grant_ended(lock->token, lock->expires);
+				lq_outbox_grant_ended(lock->token, lock->expires);
 				dlist_push_tail(&lq_deferred, &lock->deferred_node);
 				lock->in_deferred = true;
 				lq_stat_add(LQ_STAT_DEFERRED_HANDOFFS, 1);
 			}
 			return;
 		}
-		lq_worker_grant_delete(lock->token);
+		lq_outbox_grant_delete(lock->token);
 		lq_nsession_grants--;
 		lock->in_shmem = false;
 	}
@@ -843,7 +840,7 @@ lq_grant_next(LqLock *lock, int64 now)
 		token = lq_grant(lock, owner, ttl, lease, -1, 0, 0, role, channel,
 						 false);
 		if (channel != NULL)
-			lq_worker_notify(channel, "grant", token, lock->lock_id, owner);
+			lq_outbox_notify(channel, "grant", token, lock->lock_id, owner);
 	}
 	else
 	{
@@ -1449,7 +1446,7 @@ lq_fire_timer(LqTimer *t, int64 now)
 		if (w->client)
 		{
 			if (w->channel != NULL)
-				lq_worker_notify(w->channel, "dropped", 0, lock->lock_id,
+				lq_outbox_notify(w->channel, "dropped", 0, lock->lock_id,
 								 w->key.owner);
 			lq_stat_add(LQ_STAT_DROPPED_WAITERS, 1);
 		}

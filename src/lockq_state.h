@@ -40,15 +40,8 @@ extern void lq_state_set_grace(int64 until);
 
 /* lockq_worker.c: services for the rules */
 extern int64 lq_worker_tick(void);
-extern void lq_worker_reply(int slotno, uint64 reqid, const LqResult *res);
-extern void lq_worker_notify(const char *channel, const char *event,
-							 int64 token, const char *lock_id,
-							 const char *owner);
 extern int64 lq_worker_next_token(void);
 extern void lq_worker_lease_shown(int64 expires, int64 lease_us);
-extern void lq_worker_grant_put(const LqSessionGrant *g);
-extern void lq_worker_grant_ended(int64 token, int64 expires);
-extern void lq_worker_grant_delete(int64 token);
 
 /* lockq_clock.c: worker-only parts of the clock */
 extern void lq_clock_setup(int64 durable_ceiling);

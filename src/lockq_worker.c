@@ -71,6 +71,7 @@
 #include "utils/timestamp.h"
 
 #include "lockq_fault.h"
+#include "lockq_outbox.h"
 #include "lockq_state.h"
 #include "lockq_store.h"
 
@@ -86,44 +87,13 @@
 /* Above this NOTIFY queue usage the worker stops sending NOTIFYs. */
 #define LQ_NOTIFY_QUEUE_LIMIT		0.5
 
-typedef enum LqPubKind
-{
-	LQ_PUB_RESULT,				/* answer: slot becomes DONE */
-	LQ_PUB_ACK,					/* cancellation done: slot becomes IDLE */
-	LQ_PUB_FREE,				/* session cleaned up: slot becomes FREE */
-	LQ_PUB_GRANT_PUT,			/* session-bound grant made or renewed */
-	LQ_PUB_GRANT_ENDED,			/* its end published, hand-off deferred */
-	LQ_PUB_GRANT_DELETE,		/* it is over */
-	LQ_PUB_QUICK_DONE			/* a quick release of the slot is applied */
-} LqPubKind;
-
-typedef struct LqPub
-{
-	LqPubKind	kind;
-	int			slotno;
-	uint64		reqid;
-	LqResult	res;
-	LqSessionGrant grant;		/* LQ_PUB_GRANT_*: token (and the rest) */
-} LqPub;
-
-typedef struct LqNotice
-{
-	char	   *channel;
-	char	   *payload;
-} LqNotice;
-
-/* Per batch, in lq_batch_cxt. */
-static MemoryContext lq_batch_cxt = NULL;
-static List *lq_pubs = NIL;
-static List *lq_notices = NIL;
+/* Per batch. */
 static bool lq_need_sync = false;
 static int64 lq_pending_ceiling = 0;	/* clock ceiling made durable by this
 										 * batch */
 static int64 lq_pending_token_ceiling = 0;
 static int64 lq_pending_horizon = 0;
 static bool lq_spi_connected = false;
-static bool *lq_pub_pending = NULL;	/* per slot: an answer is in lq_pubs */
-static int *lq_quick_taken = NULL;	/* per slot: quick releases applied */
 
 /* Across batches. */
 static List *lq_recheck = NIL;	/* slots to look at again (TopMemoryContext) */
@@ -248,224 +218,6 @@ lq_worker_tick(void)
 	return v;
 }
 
-static void
-lq_add_pub(LqPubKind kind, int slotno, uint64 reqid, const LqResult *res)
-{
-	MemoryContext old = MemoryContextSwitchTo(lq_batch_cxt);
-	LqPub	   *pub = palloc0(sizeof(LqPub));
-
-	pub->kind = kind;
-	pub->slotno = slotno;
-	pub->reqid = reqid;
-	if (res != NULL)
-		pub->res = *res;
-	lq_pubs = lappend(lq_pubs, pub);
-	if (kind == LQ_PUB_RESULT)
-		lq_pub_pending[slotno] = true;
-	MemoryContextSwitchTo(old);
-}
-
-void
-lq_worker_reply(int slotno, uint64 reqid, const LqResult *res)
-{
-	lq_add_pub(LQ_PUB_RESULT, slotno, reqid, res);
-}
-
-/*
- * Changes to the session-bound grants in shared memory (lockq_grants.c)
- * go out with the batch's answers, in order: a grant is there before its
- * holder is told its token.
- */
-static void
-lq_add_grant_pub(LqPubKind kind, const LqSessionGrant *g)
-{
-	MemoryContext old = MemoryContextSwitchTo(lq_batch_cxt);
-	LqPub	   *pub = palloc0(sizeof(LqPub));
-
-	pub->kind = kind;
-	pub->slotno = -1;
-	pub->grant = *g;
-	lq_pubs = lappend(lq_pubs, pub);
-	MemoryContextSwitchTo(old);
-}
-
-void
-lq_worker_grant_put(const LqSessionGrant *g)
-{
-	lq_add_grant_pub(LQ_PUB_GRANT_PUT, g);
-}
-
-void
-lq_worker_grant_ended(int64 token, int64 expires)
-{
-	LqSessionGrant g;
-
-	memset(&g, 0, sizeof(g));
-	g.token = token;
-	g.expires = expires;
-	lq_add_grant_pub(LQ_PUB_GRANT_ENDED, &g);
-}
-
-void
-lq_worker_grant_delete(int64 token)
-{
-	LqSessionGrant g;
-
-	memset(&g, 0, sizeof(g));
-	g.token = token;
-	lq_add_grant_pub(LQ_PUB_GRANT_DELETE, &g);
-}
-
-/*
- * lq_worker_notify queues a NOTIFY for the commit.  The payload is
- * "<event> <token> <length of lock id> <lock id> <owner>", so that a client
- * can split it even when the lock id contains spaces.
- */
-void
-lq_worker_notify(const char *channel, const char *event, int64 token,
-				 const char *lock_id, const char *owner)
-{
-	MemoryContext old = MemoryContextSwitchTo(lq_batch_cxt);
-	LqNotice   *n = palloc(sizeof(LqNotice));
-
-	n->channel = pstrdup(channel);
-	n->payload = psprintf("%s " INT64_FORMAT " %d %s %s", event, token,
-						  (int) strlen(lock_id), lock_id, owner);
-	lq_notices = lappend(lq_notices, n);
-	MemoryContextSwitchTo(old);
-}
-
-/*
- * lq_emit_notices hands the batch's NOTIFYs to async.c.  A client that
- * never reads its notifications can fill the cluster's NOTIFY queue, and a
- * full queue would fail our commit and stop all grants; so above a limit we
- * send none (client-side waiters still learn of grants from their
- * heartbeats).
- */
-static void
-lq_emit_notices(void)
-{
-	ListCell   *lc;
-	double		usage;
-
-	if (lq_notices == NIL)
-		return;
-	usage = DatumGetFloat8(DirectFunctionCall1(pg_notification_queue_usage,
-											   (Datum) 0));
-	if (usage > LQ_NOTIFY_QUEUE_LIMIT)
-	{
-		ereport(WARNING,
-				(errmsg("lockq is not sending notifications: the NOTIFY queue is %.0f%% full",
-						usage * 100),
-				 errhint("A session that listens but does not read notifications holds the queue back.")));
-		return;
-	}
-	foreach(lc, lq_notices)
-	{
-		LqNotice   *n = lfirst(lc);
-
-		Async_Notify(n->channel, n->payload);
-	}
-}
-
-/*
- * lq_publish releases the batch's answers into the slots, after the
- * commit.  An answer to a backend that gave up meanwhile is kept and the
- * slot looked at again, so that a grant it will never use is released.
- */
-static void
-lq_publish(void)
-{
-	ListCell   *lc;
-
-	foreach(lc, lq_pubs)
-	{
-		LqPub	   *pub = lfirst(lc);
-		LqSlot	   *slot;
-		int			procno = -1;
-		bool		recheck = false;
-		bool		freed = false;
-
-		switch (pub->kind)
-		{
-			case LQ_PUB_GRANT_PUT:
-				lq_grants_put(&pub->grant);
-				continue;
-			case LQ_PUB_GRANT_ENDED:
-				lq_grants_set_ended(pub->grant.token, pub->grant.expires);
-				continue;
-			case LQ_PUB_GRANT_DELETE:
-				lq_grants_delete(pub->grant.token);
-				continue;
-			default:
-				break;
-		}
-
-		slot = &lq_slots[pub->slotno];
-		if (pub->kind == LQ_PUB_QUICK_DONE)
-		{
-			/* the oldest quick release is done: the backend may queue more */
-			SpinLockAcquire(&slot->mutex);
-			if (slot->nquick > 0)
-			{
-				slot->nquick--;
-				memmove(&slot->quick_tokens[0], &slot->quick_tokens[1],
-						sizeof(int64) * slot->nquick);
-			}
-			SpinLockRelease(&slot->mutex);
-			if (lq_quick_taken[pub->slotno] > 0)
-				lq_quick_taken[pub->slotno]--;
-			continue;
-		}
-		SpinLockAcquire(&slot->mutex);
-		switch (pub->kind)
-		{
-			case LQ_PUB_RESULT:
-				if (slot->reqid == pub->reqid && slot->state == LQ_SLOT_ACTIVE)
-				{
-					slot->res = pub->res;
-					slot->state = LQ_SLOT_DONE;
-					recheck = slot->cancel_requested || slot->session_ended;
-					procno = slot->pgprocno;
-				}
-				break;
-			case LQ_PUB_ACK:
-				if (slot->reqid == pub->reqid && slot->state != LQ_SLOT_FREE)
-				{
-					slot->state = LQ_SLOT_IDLE;
-					slot->cancel_requested = false;
-					procno = slot->pgprocno;
-				}
-				break;
-			case LQ_PUB_FREE:
-				slot->state = LQ_SLOT_FREE;
-				slot->cancel_requested = false;
-				slot->session_ended = false;
-				slot->pid = 0;
-				slot->session_start = 0;
-				slot->pgprocno = -1;
-				freed = true;
-				break;
-			default:
-				break;
-		}
-		SpinLockRelease(&slot->mutex);
-
-		lq_pub_pending[pub->slotno] = false;
-		if (procno >= 0)
-			SetLatch(&ProcGlobal->allProcs[procno].procLatch);
-		if (freed)
-			ConditionVariableBroadcast(&slot->freed);
-		if (recheck)
-		{
-			MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
-
-			lq_recheck = lappend_int(lq_recheck, pub->slotno);
-			MemoryContextSwitchTo(old);
-		}
-	}
-}
-
 /*
  * lq_defer puts an entry on the list to look at again at the next batch.
  */
@@ -499,7 +251,7 @@ lq_refuse_blocked(int slotno, uint64 reqid)
 			 LQ_SCHEMA, rel ? rel : "?",
 			 lq_blocked->holder ? "process" : "another transaction,",
 			 lq_blocked->holder);
-	lq_worker_reply(slotno, reqid, &res);
+	lq_outbox_reply(slotno, reqid, &res);
 }
 
 /*
@@ -528,7 +280,7 @@ lq_handle_slot(int slotno, int64 now)
 	LqRequest	req;
 	LqResult	res;
 
-	if (lq_pub_pending[slotno])
+	if (lq_outbox_answered(slotno))
 		return;					/* answered in this batch; rechecked later */
 
 	SpinLockAcquire(&slot->mutex);
@@ -583,35 +335,35 @@ lq_handle_slot(int slotno, int64 now)
 	if (ended)
 	{
 		lq_state_session_end(slotno, pid, start, now);
-		lq_add_pub(LQ_PUB_FREE, slotno, reqid, NULL);
+		lq_outbox_free(slotno, reqid);
 	}
 	else
-		lq_add_pub(LQ_PUB_ACK, slotno, reqid, NULL);
+		lq_outbox_ack(slotno, reqid);
 }
 
 /*
  * lq_handle_quick applies the oldest quick release of a slot not applied
  * in this batch yet (see lockq_release).  It leaves the slot's queue only
- * when the batch is published (LQ_PUB_QUICK_DONE), so that a failed batch
- * applies it again.
+ * when the batch is published (lq_outbox_quick_done), so that a failed
+ * batch applies it again.
  */
 static void
 lq_handle_quick(int slotno, int64 now)
 {
 	LqSlot	   *slot = &lq_slots[slotno];
+	int			taken = lq_outbox_quick_taken(slotno);
 	int64		token = 0;
 
 	SpinLockAcquire(&slot->mutex);
-	if (lq_quick_taken[slotno] < slot->nquick)
-		token = slot->quick_tokens[lq_quick_taken[slotno]];
+	if (taken < slot->nquick)
+		token = slot->quick_tokens[taken];
 	SpinLockRelease(&slot->mutex);
 	if (token == 0)
 		return;					/* a stale ring entry: already applied */
 
-	lq_quick_taken[slotno]++;
 	lq_stat_add(LQ_STAT_REQUESTS, 1);
 	lq_state_quick_release(token, now);
-	lq_add_pub(LQ_PUB_QUICK_DONE, slotno, 0, NULL);
+	lq_outbox_quick_done(slotno);
 }
 
 /*
@@ -773,6 +525,7 @@ lq_begin_batch(void)
 {
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
+	lq_outbox_begin();
 	lq_need_sync = false;
 	lq_pending_ceiling = 0;
 	lq_pending_token_ceiling = 0;
@@ -917,8 +670,10 @@ static void
 lq_commit_batch(void)
 {
 	bool		sync = lq_need_sync;
+	List	   *again;
+	MemoryContext old;
 
-	lq_emit_notices();
+	lq_outbox_emit_notices();
 	LQ_FAULT("batch-before-commit");
 	lq_store_end_batch(true);
 	if (lq_spi_connected)
@@ -927,6 +682,7 @@ lq_commit_batch(void)
 		PopActiveSnapshot();
 		lq_spi_connected = false;
 	}
+	lq_outbox_seal();
 	lq_commit(sync);
 	LQ_FAULT("batch-after-commit");
 
@@ -936,7 +692,11 @@ lq_commit_batch(void)
 		lq_shared->token_ceiling = lq_pending_token_ceiling;
 	if (lq_pending_horizon > lq_shared->horizon)
 		lq_shared->horizon = lq_pending_horizon;
-	lq_publish();
+	again = lq_outbox_publish();
+	old = MemoryContextSwitchTo(TopMemoryContext);
+	lq_recheck = list_concat(lq_recheck, again);
+	MemoryContextSwitchTo(old);
+	list_free(again);
 	LQ_FAULT("batch-after-publish");
 	lq_state_publish_gauges();
 	lq_stat_add(LQ_STAT_BATCHES, 1);
@@ -945,36 +705,31 @@ lq_commit_batch(void)
 }
 
 /*
- * lq_discard_batch forgets everything a failed batch collected.
+ * lq_discard_batch forgets everything a failed batch collected, unless
+ * it failed after its commit: then it is published (lq_outbox_discard).
  */
 static void
 lq_discard_batch(void)
 {
-	int			i;
+	List	   *again;
+	MemoryContext old;
 
 	lq_store_end_batch(false);
 	lq_spi_connected = false;
-	lq_grants_undo_ending();
-	for (i = 0; i < lq_shared->nslots; i++)
-	{
-		lq_pub_pending[i] = false;
-		lq_quick_taken[i] = 0;
-	}
-	lq_pubs = NIL;
-	lq_notices = NIL;
+	again = lq_outbox_discard();
+	old = MemoryContextSwitchTo(TopMemoryContext);
+	lq_recheck = list_concat(lq_recheck, again);
+	MemoryContextSwitchTo(old);
+	list_free(again);
 	lq_need_sync = false;
 	lq_pending_ceiling = 0;
 	lq_pending_token_ceiling = 0;
 	lq_pending_horizon = 0;
-	MemoryContextReset(lq_batch_cxt);
 }
 
 static void
 lq_end_batch(void)
 {
-	lq_pubs = NIL;
-	lq_notices = NIL;
-	MemoryContextReset(lq_batch_cxt);
 	pgstat_report_activity(STATE_IDLE, NULL);
 }
 
@@ -1124,6 +879,7 @@ lq_recover(void)
 		Oid			extoid;
 
 		LQ_FAULT("recover-start");
+		lq_outbox_resolve();
 		installed = lq_store_installed(&extoid);
 
 		/*
@@ -1625,12 +1381,7 @@ lockq_worker_main(Datum main_arg)
 
 	lq_override_settings();
 
-	lq_batch_cxt = AllocSetContextCreate(TopMemoryContext, "lockq batch",
-										 ALLOCSET_DEFAULT_SIZES);
-	lq_pub_pending = MemoryContextAllocZero(TopMemoryContext,
-											sizeof(bool) * lq_shared->nslots);
-	lq_quick_taken = MemoryContextAllocZero(TopMemoryContext,
-											sizeof(int) * lq_shared->nslots);
+	lq_outbox_init();
 	lq_ring_buf = MemoryContextAlloc(TopMemoryContext,
 									 sizeof(LqEntry) * 65536);
 	lq_state_init();

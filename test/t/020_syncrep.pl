@@ -113,6 +113,41 @@ $primary->wait_for_catchup($standby);
 is($standby->safe_psql('postgres', q{SELECT owner || ':' || token FROM lockq_locks WHERE lock_id = 'y'}),
 	"owner-b:$ty", 'and the standby has it');
 
+# --- a hand-off committed while the lock server waits, then terminated ------
+# S holds L2 bound to its session; ow waits for it with an owner and a long
+# lease (flushed, so its batch waits for the standby).  S releases; the
+# batch that ends S's grant and hands L2 to ow commits locally and waits;
+# the lock server is terminated there.  The next one must not see S's
+# grant current again beside ow's row: it publishes that committed batch
+# once the standby has it.
+my $s = $primary->background_psql('postgres');
+my $ts = $s->query_safe("SELECT lockq_try('L2')");
+ok($ts > 0, 'S holds L2, bound to its session');
+my $ow = start_waiter($primary, 'ow', q{SELECT 'token:' || lockq_get('L2', 'ow', '1 hour');});
+ok(wait_for_waiters($primary, 'L2', 1), 'ow waits for L2 with an owner');
+$standby->stop;
+is($s->query_safe("SELECT lockq_release('L2')"), 't', 'S releases L2 (at once)');
+ok(durable_wait(), 'the lock server waits for the standby to hand L2 to ow');
+$w = worker_pid($primary);
+$log_offset = -s $primary->logfile;
+$primary->safe_psql('postgres', "SELECT pg_terminate_backend($w)");
+ok($primary->poll_query_until('postgres', qq{
+		SELECT worker_pid IS NOT NULL AND worker_pid <> $w FROM lockq_stats}),
+	'it is terminated in the wait and a new lock server starts');
+ok(durable_wait(), 'the new lock server waits for the standby first');
+$standby->start;
+like(waiter_result($ow, qr/(token:\d+)/), qr/^token:\d+$/,
+	'once the standby is back, ow is answered with its grant');
+is(scalar_query($primary, q{SELECT string_agg(owner, ',') FROM lockq_locks WHERE lock_id = 'L2'}),
+	'ow', 'L2 has one grant, ow\'s');
+ok($primary->log_contains('published the last batch of its predecessor', $log_offset),
+	'the new lock server published the batch that had committed');
+ok(!$primary->log_contains('two grants', $log_offset), 'never two grants of L2');
+like(scalar_query($primary, q{SELECT lockq_try('unrelated', 'u', '1 hour')}), qr/^\d+$/,
+	'an unrelated lockq_try is served');
+$s->quit;
+$ow->quit;
+
 $primary->stop;
 $standby->stop;
 done_testing();

@@ -59,19 +59,21 @@ fault_functions($node);
 		ALTER DATABASE postgres SET lock_timeout = '1ms';
 		ALTER DATABASE postgres SET statement_timeout = '1ms';});
 	$node->restart;
+	# our own sessions override the database's settings at connection
+	local $ENV{PGOPTIONS} = '-c statement_timeout=60s -c lock_timeout=0 '
+	  . '-c search_path=public -c default_transaction_read_only=off -c role=none';
 	my $start = time();
 	my ($rc, $out, $err) = $node->psql('postgres',
-		"SET statement_timeout = '60s'; SET search_path = public; SELECT lockq_try('db8', 'o8', '1 hour');");
+		"SELECT lockq_try('db8', 'o8', '1 hour');");
 	like($out, qr/^\d+$/, 'a grant with an owner is made and written under those settings')
 	  or diag($err);
 	cmp_ok(time() - $start, '<', 30, 'promptly');
 	is($node->safe_psql('postgres',
-			"SET statement_timeout = 0; SET search_path = public; SELECT owner FROM lockq_locks WHERE lock_id = 'db8'"),
+			"SELECT owner FROM lockq_locks WHERE lock_id = 'db8'"),
 		'o8', 'the grant is in the table');
 	ok(!$node->log_contains('cannot execute .* in a read-only transaction'),
 		'the lock server never ran read-only');
 	$node->safe_psql('postgres', q{
-		SET ROLE NONE; SET statement_timeout = 0; SET default_transaction_read_only = off;
 		ALTER DATABASE postgres RESET ALL;
 		ALTER DATABASE postgres OWNER TO CURRENT_USER;});
 }
