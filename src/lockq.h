@@ -59,7 +59,7 @@
 #define LQ_OWNERS_PKEY		"owners_pkey"
 #define LQ_TOKEN_SEQ		"token_seq"
 #define LQ_CLOCK_SEQ		"clock_seq"
-#define LQ_HORIZON_SEQ		"horizon_seq"
+#define LQ_UNSETTLED_TABLE	"unsettled"
 
 /* Operations a backend can ask of the worker. */
 typedef enum LqOp
@@ -297,22 +297,20 @@ typedef struct LqShared
 	int			nslots;
 
 	/*
-	 * Durable promises, kept by the worker (see lockq_worker.c): the last
-	 * token issued, the durable ceiling below which tokens may be issued
-	 * without a flush, the durable lease horizon (every lease end shown
-	 * before its flush is at most this), and after a crash the end of the
-	 * grace period during which nothing is granted (0: none).
+	 * Durable promises, kept by the lock server (see lockq_ledger.c): the
+	 * last token issued, and the durable ceiling below which tokens may be
+	 * issued without a flush.
 	 */
 	pg_atomic_uint64 token_high;
 	int64		token_ceiling;
 	Oid			grants_extoid;	/* the installation the session-bound
 								 * grants (lockq_grants.c) belong to */
-	int64		horizon;
-	pg_atomic_uint64 grace_until;
 
 	/* Gauges the worker publishes after every batch. */
 	pg_atomic_uint64 holders;
 	pg_atomic_uint64 waiters;
+	pg_atomic_uint64 delayed;	/* locks delayed after a restart */
+	pg_atomic_uint64 delay_max; /* the latest end of such a delay (0: none) */
 
 	/* The clock, see lockq_clock.c. */
 	pg_atomic_uint64 clock_last;	/* last value handed out */
@@ -320,7 +318,16 @@ typedef struct LqShared
 									 * values */
 	int64		clock_offset;	/* lockq time = CLOCK_MONOTONIC + offset */
 	pg_atomic_uint32 clock_ready;	/* offset is valid */
-	bool		leases_shifted; /* downtime already taken off the leases */
+
+	/*
+	 * The lock server's start in this shared-memory lifetime (see
+	 * lq_ledger_start): whether the first one has committed, and what the
+	 * first attempt decided about the clock, kept for a retry.
+	 */
+	bool		started;
+	bool		start_planned;
+	bool		start_continuous;
+	int64		start_low;
 
 	pg_atomic_uint64 stats[LQ_STAT_COUNT];
 
@@ -339,8 +346,6 @@ typedef struct LqShared
 
 /* Tokens reserved per flush of the token ceiling. */
 #define LQ_TOKEN_RESERVE	4096
-/* How far the lease horizon is moved beyond the lease that needs it. */
-#define LQ_HORIZON_SLACK_US	(INT64CONST(2) * 1000000)
 
 /* lockq.c: GUC variables */
 extern char *lockq_database;
@@ -386,11 +391,6 @@ extern bool lq_grants_lock_id(int64 token, char *lock_id);
 extern int	lq_grants_nfences(void);
 extern bool lq_grants_release_fences(void);
 
-/* lockq_clock.c */
-extern int64 lq_wall_us(void);
-extern TimestampTz lq_us_to_timestamptz(int64 us);
-extern int64 lq_clock_peek(void);
-extern bool lq_clock_next(int64 limit, int64 *result);
 
 /* lockq_api.c */
 extern bool lq_is_available(void);
@@ -403,5 +403,7 @@ extern void lq_install_backend_hooks(void);
 /* lockq_worker.c */
 extern PGDLLEXPORT void lockq_worker_main(Datum main_arg);
 extern void lq_register_worker(void);
+
+#include "lockq_clock.h"
 
 #endif							/* LOCKQ_H */

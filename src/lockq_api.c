@@ -42,7 +42,10 @@
 #include "utils/timestamp.h"
 
 #include "lockq.h"
+#include "executor/spi.h"
+#include "catalog/pg_type.h"
 #include "lockq_fault.h"
+#include "lockq_statefile.h"
 #include "lockq_store.h"
 
 PG_FUNCTION_INFO_V1(lockq_get);
@@ -894,7 +897,8 @@ lockq_holds(PG_FUNCTION_ARGS)
 		RegisterXactCallback(lq_xact_callback, NULL);
 		lq_xact_cb_registered = true;
 	}
-	now = lq_clock_peek();
+	/* an answer false by time must hold after a crash: see the function */
+	now = lq_clock_now_bounded();
 	held = lq_grants_holds(lock_id, token, now);
 	if (held < 0)
 		held = lq_store_holds(lock_id, token, now) ? 1 : 0;
@@ -1098,8 +1102,69 @@ lq_executor_end(QueryDesc *queryDesc)
 }
 
 /*
+ * lq_carry_floors raises the new installation's token and clock sequences
+ * to the floors that survive the extension (the lock server's state file,
+ * and shared memory), in the transaction of CREATE EXTENSION lockq (or of
+ * ALTER EXTENSION lockq UPDATE).  The lock server continues above them
+ * anyway; doing it here makes the floors part of what replicates with the
+ * new installation, so that a standby promoted later never issues a token
+ * again either.
+ */
+static void
+lq_carry_floors(void)
+{
+	LqStateFile sf;
+	int64		token_floor = 0;
+	int64		clock_floor = 0;
+	Datum		values[2];
+	Oid			types[2] = {INT8OID, INT8OID};
+
+	if (lq_statefile_read(&sf))
+	{
+		token_floor = sf.token_ceiling;
+		clock_floor = sf.clock_ceiling;
+	}
+	if (lq_shared != NULL)
+	{
+		token_floor = Max(token_floor, (int64) pg_atomic_read_u64(&lq_shared->token_high));
+		clock_floor = Max(clock_floor, lq_clock_ceiling());
+	}
+	if (token_floor <= 0 && clock_floor <= 0)
+		return;
+	values[0] = Int64GetDatum(Max(token_floor, 1));
+	values[1] = Int64GetDatum(Max(clock_floor, 0));
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (SPI_execute_with_args(
+							  "SELECT pg_catalog.setval('lockq.token_seq', $1)"
+							  "  FROM lockq.token_seq"
+							  " WHERE last_value OPERATOR(pg_catalog.<) $1;"
+							  "SELECT pg_catalog.setval('lockq.clock_seq', $2)"
+							  "  FROM lockq.clock_seq"
+							  " WHERE last_value OPERATOR(pg_catalog.<) $2",
+							  2, types, values, NULL, false, 0) < 0)
+		elog(ERROR, "could not carry lockq's floors into the new installation");
+	SPI_finish();
+}
+
+/*
+ * lq_is_lockq_extension_stmt: is this CREATE EXTENSION lockq or ALTER
+ * EXTENSION lockq UPDATE?
+ */
+static bool
+lq_is_lockq_extension_stmt(Node *parsetree)
+{
+	if (IsA(parsetree, CreateExtensionStmt))
+		return strcmp(((CreateExtensionStmt *) parsetree)->extname, "lockq") == 0;
+	if (IsA(parsetree, AlterExtensionStmt))
+		return strcmp(((AlterExtensionStmt *) parsetree)->extname, "lockq") == 0;
+	return false;
+}
+
+/*
  * lq_process_utility counts top-level utility statements (CALL, DO, ...)
- * like the executor hooks, and acts on DISCARD ALL (above).
+ * like the executor hooks, acts on DISCARD ALL (above), and carries the
+ * floors into a new installation of the extension (lq_carry_floors).
  */
 static void
 lq_process_utility(PlannedStmt *pstmt, const char *queryString,
@@ -1129,6 +1194,9 @@ lq_process_utility(PlannedStmt *pstmt, const char *queryString,
 	PG_END_TRY();
 	if (top)
 		lq_stmt_done = lq_stmt_seq;
+
+	if (lq_is_lockq_extension_stmt(parsetree))
+		lq_carry_floors();
 
 	if (IsA(parsetree, DiscardStmt) &&
 		((DiscardStmt *) parsetree)->target == DISCARD_ALL &&

@@ -6,20 +6,22 @@
  *		clock is set back.
  *
  * Rules:
- *	- Within one shared-memory lifetime the clock is CLOCK_MONOTONIC plus an
- *	  offset, so it runs at the rate of real time and ignores steps of the
- *	  wall clock in either direction.  Every value handed out is also
- *	  strictly greater than the one before (a CAS on clock_last).
+ *	- The clock is CLOCK_BOOTTIME plus an offset, so it runs at the rate of
+ *	  real time (suspend included) and ignores steps of the wall clock in
+ *	  either direction.  Every value handed out is also strictly greater
+ *	  than the one before (a CAS on clock_last).
  *	- No value above the durable ceiling is ever handed out.  The ceiling is
- *	  the value of the sequence lockq.clock_seq; the worker moves it ahead of
- *	  the clock (LQ_CLOCK_RESERVE_US) with setval and a synchronous commit
- *	  before publishing it in shared memory.
- *	- When shared memory is (re)created, the worker restarts the clock at
- *	  max(wall clock, durable ceiling + 1).  So the clock tracks the wall
- *	  clock while that is sane, and otherwise continues from where it was.
- *	- At a clean stop the worker closes the clock (a flag bit in clock_last,
- *	  so no backend can hand out another value) and writes the exact last
- *	  value as the ceiling, so quick restarts do not push the clock ahead.
+ *	  the value of the sequence lockq.clock_seq (and of the state file); the
+ *	  lock server moves it ahead of the clock (LQ_CLOCK_RESERVE_US) and
+ *	  flushes that before publishing it in shared memory.
+ *	- The offset is set when the clock is first started in a boot of the
+ *	  machine: so that the clock starts at the wall clock, or above the
+ *	  durable ceiling if the wall clock is behind.  Later starts in the same
+ *	  boot (server restarts, crashes) keep it: the clock runs on as if the
+ *	  server had never stopped (see lockq_ledger.c, lq_ledger_start).
+ *	- At a clean stop the lock server closes the clock (a flag bit in
+ *	  clock_last, so no backend can hand out another value) and stores the
+ *	  exact last value as the ceiling.
  *
  * Copyright (c) 2026, lockq developers
  *
@@ -37,19 +39,22 @@
 #include "utils/timestamp.h"
 
 #include "lockq.h"
-#include "lockq_state.h"
 
 /* Set in clock_last while the clock is closed (worker stopping). */
 #define LQ_CLOCK_CLOSED		(UINT64CONST(1) << 63)
 
 PG_FUNCTION_INFO_V1(lockq_now);
 
-static int64
-lq_monotonic_us(void)
+/*
+ * lq_clock_boottime_us reads the system's clock that counts real time since
+ * boot, suspend included, and is never set.
+ */
+int64
+lq_clock_boottime_us(void)
 {
 	struct timespec ts;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
+	clock_gettime(CLOCK_BOOTTIME, &ts);
 	return (int64) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
@@ -98,7 +103,7 @@ lq_clock_peek(void)
 
 	pg_read_barrier();
 	last = pg_atomic_read_u64(&lq_shared->clock_last) & ~LQ_CLOCK_CLOSED;
-	cand = lq_monotonic_us() + lq_shared->clock_offset;
+	cand = lq_clock_boottime_us() + lq_shared->clock_offset;
 	return Max(cand, (int64) last);
 }
 
@@ -123,7 +128,7 @@ lq_clock_next(int64 limit, int64 *result)
 
 		if (old & LQ_CLOCK_CLOSED)
 			return false;
-		cand = lq_monotonic_us() + lq_shared->clock_offset;
+		cand = lq_clock_boottime_us() + lq_shared->clock_offset;
 		v = Max(cand, (int64) old + 1);
 		if (v > limit)
 			return false;
@@ -137,18 +142,16 @@ lq_clock_next(int64 limit, int64 *result)
 }
 
 /*
- * lq_clock_setup starts the clock for a new shared-memory lifetime, at
- * max(wall clock, ceiling + 1), where ceiling is the durable value read from
- * lockq.clock_seq.  Worker only; the published ceiling stays at the durable
- * value until the worker extends it.
+ * lq_clock_setup starts the clock for a new shared-memory lifetime: lockq
+ * time is CLOCK_BOOTTIME + offset, and every value handed out is above
+ * last.  Worker only; the published ceiling is the durable one until the
+ * worker extends it.
  */
 void
-lq_clock_setup(int64 durable_ceiling)
+lq_clock_setup(int64 offset, int64 last, int64 durable_ceiling)
 {
-	int64		start = Max(lq_wall_us(), durable_ceiling + 1);
-
-	lq_shared->clock_offset = start - lq_monotonic_us();
-	pg_atomic_write_u64(&lq_shared->clock_last, (uint64) (start - 1));
+	lq_shared->clock_offset = offset;
+	pg_atomic_write_u64(&lq_shared->clock_last, (uint64) Max(last, 0));
 	pg_atomic_write_u64(&lq_shared->clock_ceiling, (uint64) durable_ceiling);
 	pg_write_barrier();
 	pg_atomic_write_u32(&lq_shared->clock_ready, 1);
@@ -210,6 +213,49 @@ lq_clock_publish_ceiling(int64 ceiling)
 }
 
 /*
+ * lq_clock_request_extension asks the lock server to extend the clock's
+ * durable ceiling, and waits for it.
+ */
+static void
+lq_clock_request_extension(void)
+{
+	LqRequest	req;
+	LqResult	res;
+
+	memset(&req, 0, sizeof(req));
+	req.op = LQ_OP_CLOCK;
+	res = lq_call(&req);
+	if (res.status == LQ_ST_ERROR)
+		ereport(ERROR,
+				(errcode(res.sqlerrcode),
+				 errmsg("%s", res.message)));
+}
+
+/*
+ * lq_clock_now_bounded returns the lockq time without handing it out, but
+ * never above the durable ceiling: a decision taken at that time (a lease
+ * has ended, so lockq_holds is false) must still hold after a crash, when
+ * the clock resumes above the ceiling.  Asks the lock server to extend the
+ * ceiling when the clock has passed it (an idle lock server lets it lag).
+ */
+int64
+lq_clock_now_bounded(void)
+{
+	int			tries;
+
+	for (tries = 0;; tries++)
+	{
+		int64		v = lq_clock_peek();
+
+		if (v <= lq_clock_ceiling() && lq_clock_is_ready())
+			return v;
+		if (tries > 100)
+			elog(ERROR, "lockq clock ceiling is not advancing");
+		lq_clock_request_extension();
+	}
+}
+
+/*
  * lq_clock_now_backend hands out a clock value in a backend.  When the
  * published ceiling is too close (or the clock is not set up yet) it asks the
  * worker to extend it and tries again; that round trip is the rare path.
@@ -222,21 +268,11 @@ lq_clock_now_backend(void)
 
 	for (tries = 0;; tries++)
 	{
-		LqRequest	req;
-		LqResult	res;
-
 		if (lq_clock_next(lq_clock_ceiling(), &v))
 			return v;
-
-		memset(&req, 0, sizeof(req));
-		req.op = LQ_OP_CLOCK;
-		res = lq_call(&req);
-		if (res.status == LQ_ST_ERROR)
-			ereport(ERROR,
-					(errcode(res.sqlerrcode),
-					 errmsg("%s", res.message)));
 		if (tries > 100)
 			elog(ERROR, "lockq clock ceiling is not advancing");
+		lq_clock_request_extension();
 	}
 }
 

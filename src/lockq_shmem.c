@@ -114,10 +114,10 @@ lq_shmem_startup(void)
 		lq_shared->next_arrival = 1;
 		pg_atomic_init_u64(&lq_shared->token_high, 0);
 		lq_shared->token_ceiling = 0;
-		lq_shared->horizon = 0;
-		pg_atomic_init_u64(&lq_shared->grace_until, 0);
 		pg_atomic_init_u64(&lq_shared->holders, 0);
 		pg_atomic_init_u64(&lq_shared->waiters, 0);
+		pg_atomic_init_u64(&lq_shared->delayed, 0);
+		pg_atomic_init_u64(&lq_shared->delay_max, 0);
 		pg_atomic_init_u64(&lq_shared->clock_last, 0);
 		pg_atomic_init_u64(&lq_shared->clock_ceiling, 0);
 		pg_atomic_init_u32(&lq_shared->clock_ready, 0);

@@ -40,6 +40,7 @@
 #include "utils/memutils.h"
 
 #include "lockq_fault.h"
+#include "lockq_ledger.h"
 #include "lockq_outbox.h"
 #include "lockq_state.h"
 #include "lockq_store.h"
@@ -51,12 +52,19 @@
  * while lockq's tables cannot be written (see lockq_worker.c); lq_timers
  * holds the rest.
  */
+typedef enum LqTimerKind
+{
+	LQ_TIMER_LEASE,				/* LqLock.lease: the grant's lease ends */
+	LQ_TIMER_DELAY,				/* LqLock.delay: a delay after a restart ends */
+	LQ_TIMER_WAITER				/* LqWaiter.timer: a timeout or heartbeat */
+} LqTimerKind;
+
 typedef struct LqTimer
 {
 	pairingheap_node ph;
 	int64		at;
 	bool		armed;
-	bool		is_lease;		/* in LqLock.lease, else LqWaiter.timer */
+	LqTimerKind kind;
 	bool		memory_only;	/* in lq_wait_timers */
 } LqTimer;
 
@@ -83,6 +91,13 @@ typedef struct LqLock
 	Oid			role;
 	ItemPointerData row_tid;	/* its lockq.owners row, while held */
 	LqTimer		lease;
+	int64		delay_until;	/* after a restart: nothing is granted
+								 * before this (see lockq_ledger.c), the
+								 * later of lost_until and hold_until */
+	int64		lost_until;		/* leases that may have been lost end */
+	int64		hold_token;		/* a grant that survived, whose holder */
+	int64		hold_until;		/* ...may count on it until this */
+	LqTimer		delay;
 	dlist_node	session_node;	/* in LqSession.held */
 	dlist_node	deferred_node;	/* in lq_deferred */
 	dlist_head	queue;			/* of LqWaiter, head is next */
@@ -141,13 +156,13 @@ static LqSession *lq_sessions = NULL;
 static int64 lq_nwaiters = 0;
 static int64 lq_nholders = 0;
 static int	lq_nsession_grants = 0; /* in lockq_grants.c, or about to be */
-static int64 lq_grace_until = 0;	/* after a crash: no grants before this */
+static int	lq_ndelayed = 0;	/* locks delayed after a restart */
+static int64 lq_delay_max = 0;	/* the latest of their ends */
 
 static void lq_end_grant(LqLock *lock, LqEndReason why, int64 now);
 static void lq_slot_set_queued(int slotno, int64 ts);
 static void lq_finish_end(LqLock *lock, int64 now);
 static void lq_grant_next(LqLock *lock, int64 now);
-static bool lq_in_grace(int64 now);
 
 /*
  * Timers.  pairingheap is a max-heap, so the comparator is reversed to put
@@ -239,6 +254,8 @@ lq_state_reset(void)
 	lq_nwaiters = 0;
 	lq_nholders = 0;
 	lq_nsession_grants = 0;
+	lq_ndelayed = 0;
+	lq_delay_max = 0;
 	MemoryContextSwitchTo(old);
 }
 
@@ -287,8 +304,15 @@ lq_lock_lookup(const char *lock_id, bool create)
 		lock->token = 0;
 		lock->session_slot = -1;
 		lock->lease.armed = false;
-		lock->lease.is_lease = true;
+		lock->lease.kind = LQ_TIMER_LEASE;
 		lock->lease.memory_only = false;
+		lock->delay_until = 0;
+		lock->lost_until = 0;
+		lock->hold_token = 0;
+		lock->hold_until = 0;
+		lock->delay.armed = false;
+		lock->delay.kind = LQ_TIMER_DELAY;
+		lock->delay.memory_only = false;
 		dlist_init(&lock->queue);
 		lock->nwaiters = 0;
 	}
@@ -302,7 +326,8 @@ lq_lock_lookup(const char *lock_id, bool create)
 static void
 lq_lock_maybe_drop(LqLock *lock)
 {
-	if (lock != NULL && !lock->held && lock->nwaiters == 0)
+	if (lock != NULL && !lock->held && lock->nwaiters == 0 &&
+		!lock->delay.armed)
 	{
 		Assert(!lock->lease.armed && !lock->in_deferred);
 		hash_search(lq_locks, lock->lock_id, HASH_REMOVE, NULL);
@@ -487,7 +512,7 @@ lq_publish_session_grant(const LqLock *lock)
  * must be flushed first.  A session-bound grant (session_slot >= 0; the
  * caller made sure there is room, lq_session_room) is filed under its
  * session, to end with it, and kept in shared memory only: it needs no row,
- * no flush and no lease horizon, since a crash ends every session and its
+ * no flush and no unsettled lock, since a crash ends every session and its
  * holder learns of that from its broken connection, as with
  * pg_advisory_lock.
  */
@@ -497,7 +522,7 @@ lq_grant(LqLock *lock, const char *owner, int64 ttl, int64 lease,
 		 Oid role, const char *channel, bool confirmed)
 {
 	LqOwnerRow	row;
-	int64		t = lq_worker_tick();
+	int64		t = lq_ledger_tick();
 
 	Assert(!lock->held);
 	lock->held = true;
@@ -505,7 +530,7 @@ lq_grant(LqLock *lock, const char *owner, int64 ttl, int64 lease,
 	lock->confirmed = confirmed;
 	lock->owner = lq_strdup(owner);
 	lock->channel = lq_strdup(channel);
-	lock->token = lq_worker_next_token();
+	lock->token = lq_ledger_next_token();
 	lock->ttl = ttl;
 	lock->acquired = t;
 	lock->expires = t + lease;
@@ -525,12 +550,42 @@ lq_grant(LqLock *lock, const char *owner, int64 ttl, int64 lease,
 	{
 		lq_owner_row(lock, &row);
 		lq_store_owner_insert(&row, &lock->row_tid);
-		lq_worker_lease_shown(lock->expires, lease);
+		lq_ledger_lease_shown(lock->lock_id, lock->expires, lease, t);
 	}
 	lq_timer_arm(&lock->lease, lock->expires);
 	lq_nholders++;
 	lq_stat_add(LQ_STAT_GRANTS, 1);
 	return lock->token;
+}
+
+/*
+ * lq_lift_hold: the holder of a grant that survived a restart with an
+ * unknown downtime released or renewed it; its lock no longer waits for
+ * what that holder may have counted on (see lockq_ledger.c), only for
+ * leases that may have been lost.  The delay timer is moved or disarmed;
+ * the caller hands the lock on.
+ */
+static void
+lq_lift_hold(LqLock *lock, int64 now)
+{
+	if (lock->hold_until == 0 || lock->hold_token != lock->token)
+		return;
+	lock->hold_until = 0;
+	lock->hold_token = 0;
+	lq_ledger_hold_lifted(lock->lock_id);
+	if (!lock->delay.armed)
+		return;
+	if (lock->lost_until > now)
+	{
+		lock->delay_until = lock->lost_until;
+		lq_timer_arm(&lock->delay, lock->lost_until);
+		return;
+	}
+	lq_timer_disarm(&lock->delay);
+	lock->delay_until = 0;
+	lock->lost_until = 0;
+	if (--lq_ndelayed == 0)
+		lq_delay_max = 0;
 }
 
 /*
@@ -550,9 +605,12 @@ lq_set_lease(LqLock *lock, int64 expires)
 		lq_publish_session_grant(lock);
 	else
 	{
+		int64		now = lq_clock_peek();
+
 		lq_owner_row(lock, &row);
 		lq_store_owner_update(&lock->row_tid, &row);
-		lq_worker_lease_shown(expires, expires - lq_clock_peek());
+		lq_ledger_lease_shown(lock->lock_id, expires, expires - now, now);
+		lq_lift_hold(lock, now);
 	}
 	lq_timer_arm(&lock->lease, expires);
 	lq_stat_add(LQ_STAT_RENEWALS, 1);
@@ -613,7 +671,7 @@ lq_waiter_create(LqLock *lock, const char *owner, bool client, int64 ts,
 	w = hash_search(lq_waiters, &key, HASH_ENTER, &found);
 	Assert(!found);
 	w->lock = lock;
-	w->ts = insert_row ? lq_worker_tick() : ts;
+	w->ts = insert_row ? lq_ledger_tick() : ts;
 	w->client = client;
 	w->slot = client ? -1 : slotno;
 	w->reqid = reqid;
@@ -626,7 +684,7 @@ lq_waiter_create(LqLock *lock, const char *owner, bool client, int64 ts,
 	w->role = role;
 	w->channel = lq_strdup(channel);
 	w->timer.armed = false;
-	w->timer.is_lease = false;
+	w->timer.kind = LQ_TIMER_WAITER;
 	w->timer.memory_only = !client;
 	lq_queue_insert_sorted(lock, w);
 	lock->nwaiters++;
@@ -722,13 +780,19 @@ lq_end_grant(LqLock *lock, LqEndReason why, int64 now)
 	}
 
 	lock->ending = true;
+	if (why == LQ_END_RELEASE || why == LQ_END_CANCEL)
+		lq_lift_hold(lock, now);
 	if (lock->expires > now)
 	{
 		/*
 		 * Cut the lease short in memory; the row is only rewritten if it
-		 * has to stay (below), so that lockq_holds sees the end.
+		 * has to stay (below), so that lockq_holds sees the end.  An end
+		 * before the lease's is one a crash must not undo (see
+		 * lockq_ledger.c); an end by time needs nothing.
 		 */
 		lock->expires = now;
+		if (!lock->in_shmem)
+			lq_ledger_end_shown(lock->lock_id, lock->ttl, now);
 	}
 	lq_finish_end(lock, now);
 }
@@ -810,8 +874,8 @@ lq_grant_next(LqLock *lock, int64 now)
 	int64		token;
 
 	Assert(!lock->held);
-	if (lq_in_grace(now) && lock->nwaiters > 0)
-		return;					/* lq_state_run_timers hands it on later */
+	if (now < lock->delay_until && lock->nwaiters > 0)
+		return;					/* the delay's timer hands it on later */
 
 	/* a session-bound waiter for whom there is no room gets the error */
 	for (;;)
@@ -860,31 +924,15 @@ lq_grant_next(LqLock *lock, int64 now)
 	lq_stat_add(LQ_STAT_HANDOFFS, 1);
 }
 
-static bool
-lq_in_grace(int64 now)
-{
-	return lq_grace_until > 0 && now < lq_grace_until;
-}
-
 /*
  * lq_lock_is_free: can lock be granted at once?  Not while anyone holds or
- * waits for it, and nothing at all during the grace period after a crash.
+ * waits for it, nor while it is delayed after a restart.
  */
 static bool
 lq_lock_is_free(LqLock *lock, int64 now)
 {
-	return (lock == NULL || (!lock->held && lock->nwaiters == 0)) &&
-		!lq_in_grace(now);
-}
-
-/*
- * lq_state_set_grace sets the end of the grace period after a crash (0:
- * none); lq_state_run_timers ends it.
- */
-void
-lq_state_set_grace(int64 until)
-{
-	lq_grace_until = until;
+	return lock == NULL ||
+		(!lock->held && lock->nwaiters == 0 && now >= lock->delay_until);
 }
 
 /*
@@ -1390,38 +1438,6 @@ lq_state_session_end(int slotno, int pid, int64 session_start, int64 now)
 }
 
 /*
- * lq_end_grace ends the grace period after a crash: every lock that became
- * free meanwhile goes to the head of its queue.
- */
-static void
-lq_end_grace(int64 now)
-{
-	HASH_SEQ_STATUS seq;
-	LqLock	   *lock;
-	List	   *pending = NIL;
-	ListCell   *lc;
-
-	lq_grace_until = 0;
-	pg_atomic_write_u64(&lq_shared->grace_until, 0);
-	ereport(LOG, (errmsg("lockq grace period after the crash is over")));
-
-	hash_seq_init(&seq, lq_locks);
-	while ((lock = hash_seq_search(&seq)) != NULL)
-	{
-		if (!lock->held && lock->nwaiters > 0)
-			pending = lappend(pending, lock);
-	}
-	foreach(lc, pending)
-		lq_grant_next((LqLock *) lfirst(lc), now);
-	list_free(pending);
-}
-
-/*
- * lq_state_run_timers fires every deadline up to now: leases expire and
- * pass on; client-side waiters that missed their heartbeat are dropped;
- * lockq_get calls that reached their timeout are answered with TIMEOUT.
- */
-/*
  * lq_fire_timer does what a timer that came due means.
  */
 static void
@@ -1430,13 +1446,27 @@ lq_fire_timer(LqTimer *t, int64 now)
 	pairingheap_remove(lq_timer_heap(t), &t->ph);
 	t->armed = false;
 
-	if (t->is_lease)
+	if (t->kind == LQ_TIMER_LEASE)
 	{
 		LqLock	   *lock = (LqLock *) ((char *) t - offsetof(LqLock, lease));
 
 		/* a grant its holder released already ends with that */
 		if (lock->held && !lock->ending && !lq_released_by_holder(lock))
 			lq_end_grant(lock, LQ_END_EXPIRE, now);
+	}
+	else if (t->kind == LQ_TIMER_DELAY)
+	{
+		LqLock	   *lock = (LqLock *) ((char *) t - offsetof(LqLock, delay));
+
+		lock->delay_until = 0;
+		lock->lost_until = 0;
+		lock->hold_until = 0;
+		if (--lq_ndelayed == 0)
+			lq_delay_max = 0;
+		if (!lock->held && lock->nwaiters > 0)
+			lq_grant_next(lock, now);
+		else
+			lq_lock_maybe_drop(lock);
 	}
 	else
 	{
@@ -1469,9 +1499,6 @@ lq_fire_timer(LqTimer *t, int64 now)
 void
 lq_state_run_timers(int64 now)
 {
-	if (lq_grace_until > 0 && now >= lq_grace_until)
-		lq_end_grace(now);
-
 	for (;;)
 	{
 		LqTimer    *a = lq_timer_first(lq_timers);
@@ -1547,8 +1574,6 @@ lq_state_next_deadline(void)
 		next = a->at;
 	if (b != NULL && (next == 0 || b->at < next))
 		next = b->at;
-	if (lq_grace_until > 0 && (next == 0 || lq_grace_until < next))
-		next = lq_grace_until;
 	return next;
 }
 
@@ -1557,6 +1582,8 @@ lq_state_publish_gauges(void)
 {
 	pg_atomic_write_u64(&lq_shared->holders, (uint64) lq_nholders);
 	pg_atomic_write_u64(&lq_shared->waiters, (uint64) lq_nwaiters);
+	pg_atomic_write_u64(&lq_shared->delayed, (uint64) lq_ndelayed);
+	pg_atomic_write_u64(&lq_shared->delay_max, (uint64) lq_delay_max);
 }
 
 /*
@@ -1796,7 +1823,7 @@ lq_load_backend_waiters(void)
  * on.  Requests that were in flight are re-applied by the caller.
  */
 void
-lq_state_load(int64 now)
+lq_state_load(int64 now, List *delays)
 {
 	LqLoad		load;
 	ListCell   *lc;
@@ -1805,6 +1832,22 @@ lq_state_load(int64 now)
 	List	   *orphans = NIL;
 
 	lq_state_reset();
+	foreach(lc, delays)
+	{
+		LqDelay    *d = lfirst(lc);
+		int64		until = Max(d->until, d->hold_until);
+
+		if (until <= now)
+			continue;
+		lock = lq_lock_lookup(d->lock_id, true);
+		lock->lost_until = d->until;
+		lock->hold_token = d->hold_token;
+		lock->hold_until = d->hold_until;
+		lock->delay_until = until;
+		lq_timer_arm(&lock->delay, until);
+		lq_ndelayed++;
+		lq_delay_max = Max(lq_delay_max, until);
+	}
 	load.now = now;
 	load.stale = NIL;
 	load.released = NIL;

@@ -68,18 +68,21 @@
 #define OWN_EXPIRES			6
 #define OWN_NATTS			8
 #define QUE_NATTS			7
+#define UNS_NATTS			6
 
 static Oid	lq_owners_rel = InvalidOid;
 static Oid	lq_queue_rel = InvalidOid;
 static Oid	lq_token_seq = InvalidOid;
 static Oid	lq_clock_seq = InvalidOid;
-static Oid	lq_horizon_seq = InvalidOid;
+static Oid	lq_unsettled_rel = InvalidOid;
 
 /* The relations of the current batch, opened on first use. */
 static Relation lq_owners = NULL;
 static CatalogIndexState lq_owners_idx = NULL;
 static Relation lq_queue = NULL;
 static CatalogIndexState lq_queue_idx = NULL;
+static Relation lq_unsettled = NULL;
+static CatalogIndexState lq_unsettled_idx = NULL;
 
 /*
  * lq_store_installed reports whether the extension exists in this database,
@@ -102,7 +105,7 @@ lq_relid(const char *relname)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_TABLE),
 				 errmsg("relation \"%s.%s\" does not exist", LQ_SCHEMA, relname),
-				 errhint("Reinstall the lockq extension.")));
+				 errhint("If an older version of lockq is installed, run ALTER EXTENSION lockq UPDATE; otherwise reinstall it.")));
 	return relid;
 }
 
@@ -117,7 +120,7 @@ lq_store_prepare(void)
 	lq_queue_rel = lq_relid("queue");
 	lq_token_seq = lq_relid(LQ_TOKEN_SEQ);
 	lq_clock_seq = lq_relid(LQ_CLOCK_SEQ);
-	lq_horizon_seq = lq_relid(LQ_HORIZON_SEQ);
+	lq_unsettled_rel = lq_relid(LQ_UNSETTLED_TABLE);
 }
 
 Oid
@@ -171,8 +174,8 @@ lq_try_lock_one(Oid relid, LqLockFailure *fail)
 bool
 lq_store_try_lock(LqLockFailure *fail)
 {
-	Oid			tables[2] = {lq_owners_rel, lq_queue_rel};
-	Oid			seqs[3] = {lq_token_seq, lq_clock_seq, lq_horizon_seq};
+	Oid			tables[3] = {lq_owners_rel, lq_queue_rel, lq_unsettled_rel};
+	Oid			seqs[2] = {lq_token_seq, lq_clock_seq};
 	int			i;
 
 	for (i = 0; i < lengthof(tables); i++)
@@ -221,6 +224,16 @@ lq_open_queue(void)
 	}
 }
 
+static void
+lq_open_unsettled(void)
+{
+	if (lq_unsettled == NULL)
+	{
+		lq_unsettled = table_open(lq_unsettled_rel, RowExclusiveLock);
+		lq_unsettled_idx = CatalogOpenIndexes(lq_unsettled);
+	}
+}
+
 /*
  * lq_store_end_batch closes the batch's relations, before its commit
  * (commit true), or forgets them after an abort, which has released them.
@@ -240,11 +253,18 @@ lq_store_end_batch(bool commit)
 			CatalogCloseIndexes(lq_queue_idx);
 			table_close(lq_queue, NoLock);
 		}
+		if (lq_unsettled != NULL)
+		{
+			CatalogCloseIndexes(lq_unsettled_idx);
+			table_close(lq_unsettled, NoLock);
+		}
 	}
 	lq_owners = NULL;
 	lq_owners_idx = NULL;
 	lq_queue = NULL;
 	lq_queue_idx = NULL;
+	lq_unsettled = NULL;
+	lq_unsettled_idx = NULL;
 }
 
 static Datum
@@ -379,6 +399,43 @@ lq_store_queue_delete(ItemPointer tid)
 }
 
 /*
+ * lq_store_unsettled_put writes a lock's row of lockq.unsettled: a new one
+ * (*tid invalid) or a new version of the row at *tid; *tid is moved to it.
+ */
+void
+lq_store_unsettled_put(const LqUnsettledRow *row, ItemPointer tid)
+{
+	Datum		values[UNS_NATTS];
+	bool		nulls[UNS_NATTS];
+	HeapTuple	tup;
+
+	lq_open_unsettled();
+	memset(nulls, 0, sizeof(nulls));
+	values[0] = lq_text(row->lock_id);
+	values[1] = Int64GetDatum(row->until);
+	values[2] = Int64GetDatum(row->fence_ttl);
+	values[3] = Int64GetDatum(row->delay_until);
+	values[4] = Int64GetDatum(row->hold_token);
+	values[5] = Int64GetDatum(row->hold_until);
+	tup = heap_form_tuple(RelationGetDescr(lq_unsettled), values, nulls);
+	if (ItemPointerIsValid(tid))
+		CatalogTupleUpdateWithInfo(lq_unsettled, tid, tup, lq_unsettled_idx);
+	else
+		CatalogTupleInsertWithInfo(lq_unsettled, tup, lq_unsettled_idx);
+	*tid = tup->t_self;
+	heap_freetuple(tup);
+	CommandCounterIncrement();
+}
+
+void
+lq_store_unsettled_delete(ItemPointer tid)
+{
+	lq_open_unsettled();
+	simple_heap_delete(lq_unsettled, tid);
+	CommandCounterIncrement();
+}
+
+/*
  * lq_seq_read returns a sequence's value, less one if nextval was never
  * called (then the value itself was not handed out), and never below 0
  * (all three sequences hold non-negative values).  Needs SPI.
@@ -418,12 +475,6 @@ lq_store_token_read(void)
 	return lq_seq_read(LQ_TOKEN_SEQ);
 }
 
-int64
-lq_store_horizon_read(void)
-{
-	return lq_seq_read(LQ_HORIZON_SEQ);
-}
-
 static void
 lq_setval(Oid seq, int64 value)
 {
@@ -442,38 +493,79 @@ lq_store_token_write(int64 ceiling)
 	lq_setval(lq_token_seq, ceiling);
 }
 
-void
-lq_store_horizon_write(int64 horizon)
-{
-	lq_setval(lq_horizon_seq, horizon);
-}
-
 /*
- * lq_store_after_restart runs once per server start, before anything is
- * served (session-bound grants are not in the table: they lived in shared
- * memory and ended with their sessions).  The time the service was down
- * does not count against the remaining leases: a lease that had r
- * microseconds left at the last durable clock reading low (a lower bound
- * of the stop time) gets r microseconds from start.  So no lease ends earlier than its holder's own
- * reckoning, whatever the wall clock did meanwhile.  And no lease ends
- * before floor (the end of the grace period after a crash), since a
- * renewal that was returned before its flush may have been lost.
+ * lq_store_settle runs once when the lock server starts with shared memory
+ * made anew (a server start, a crash restart, a promotion), before it
+ * loads anything; see DESIGN.md, "Durability".  Every lock that
+ * lockq.unsettled names may have had changes shown before they were flushed
+ * and lost in the crash: a grant or renewal (whose lease ends by the row's
+ * until), or the end (a release, say) of a grant whose ttl is up to the
+ * row's fence_ttl.  Such a grant is ended (its token may be one whose end
+ * was shown: it must never hold again), and the lock is delayed until every
+ * lease that may have been shown has ended.  Grants
+ * that ended by time are deleted.  When the time the server was down is not
+ * known (continuous false: another machine or boot), a surviving grant keeps
+ * its lease end for lockq_holds, but its lock is delayed as long as its
+ * holder may still count on it (hold_until), unless the holder releases or
+ * renews it before.  A bound b from before the stop becomes
+ * b itself with a continuous clock, else now + (b - low), low being the
+ * earliest the stop can have happened.  Afterwards the rows of
+ * lockq.unsettled say only how long each lock is delayed.
  */
 void
-lq_store_after_restart(int64 start, int64 low, int64 floor)
+lq_store_settle(int64 now, bool continuous, int64 low)
 {
 	Datum		values[3];
-	Oid			types[3] = {INT8OID, INT8OID, INT8OID};
-	int			rc;
+	Oid			types[3] = {INT8OID, BOOLOID, INT8OID};
+	static const char *const steps[] = {
+		/* grants whose end may have been shown unflushed end */
+		"WITH dead AS (DELETE FROM lockq.owners o USING lockq.unsettled u"
+		"  WHERE o.lock_id OPERATOR(pg_catalog.=) u.lock_id"
+		"    AND o.ttl OPERATOR(pg_catalog.<=) u.fence_ttl"
+		"  RETURNING o.lock_id, o.expires)"
+		" UPDATE lockq.unsettled u"
+		"  SET until = greatest(u.until, d.expires)"
+		"  FROM (SELECT lock_id, pg_catalog.max(expires) AS expires FROM dead"
+		"        GROUP BY lock_id) d"
+		"  WHERE u.lock_id OPERATOR(pg_catalog.=) d.lock_id",
+		/* the delays, in the new clock's time */
+		"UPDATE lockq.unsettled"
+		"  SET delay_until = CASE WHEN $2"
+		"      THEN greatest(until, delay_until)"
+		"      ELSE $1 OPERATOR(pg_catalog.+) greatest(0,"
+		"           greatest(until, delay_until) OPERATOR(pg_catalog.-) $3) END,"
+		"      hold_until = CASE WHEN $2 OR hold_until OPERATOR(pg_catalog.=) 0"
+		"      THEN hold_until"
+		"      ELSE $1 OPERATOR(pg_catalog.+) greatest(0,"
+		"           hold_until OPERATOR(pg_catalog.-) $3) END,"
+		"      until = 0, fence_ttl = 0",
+		/* grants that ended by time */
+		"DELETE FROM lockq.owners WHERE expires OPERATOR(pg_catalog.<=) $1",
+		/* without a continuous clock, a lock is delayed as long as the
+		 * holder of its grant may count on its lease */
+		"INSERT INTO lockq.unsettled (lock_id, hold_token, hold_until)"
+		" SELECT lock_id, token, $1 OPERATOR(pg_catalog.+) (expires OPERATOR(pg_catalog.-) $3)"
+		"  FROM lockq.owners"
+		"  WHERE NOT $2 AND $1 OPERATOR(pg_catalog.+) (expires OPERATOR(pg_catalog.-) $3)"
+		"        OPERATOR(pg_catalog.>) expires"
+		" ON CONFLICT (lock_id) DO UPDATE"
+		"  SET hold_token = excluded.hold_token, hold_until = excluded.hold_until",
+		"DELETE FROM lockq.unsettled WHERE delay_until OPERATOR(pg_catalog.<=) $1"
+		"  AND hold_until OPERATOR(pg_catalog.<=) $1"
+	};
+	int			i;
 
-	values[0] = Int64GetDatum(start);
-	values[1] = Int64GetDatum(low);
-	values[2] = Int64GetDatum(floor);
-	rc = SPI_execute_with_args("UPDATE lockq.owners"
-							   " SET expires = greatest($1 + greatest(0, expires - $2), $3)",
-							   3, types, values, NULL, false, 0);
-	if (rc != SPI_OK_UPDATE)
-		elog(ERROR, "could not carry leases over the restart");
+	values[0] = Int64GetDatum(now);
+	values[1] = BoolGetDatum(continuous);
+	values[2] = Int64GetDatum(low);
+	for (i = 0; i < lengthof(steps); i++)
+	{
+		int			rc = SPI_execute_with_args(steps[i], 3, types, values, NULL,
+											   false, 0);
+
+		if (rc < 0)
+			elog(ERROR, "could not settle lockq's state after a restart (step %d)", i + 1);
+	}
 }
 
 static char *
@@ -596,6 +688,38 @@ lq_emit_queue(HeapTuple tup, TupleDesc desc, void *arg)
 	row.channel = lq_getstr(tup, desc, 7);
 	lq_gettid(tup, desc, 8, &row.tid);
 	scan->cb(&row, scan->arg);
+}
+
+typedef struct LqUnsettledScan
+{
+	lq_unsettled_cb cb;
+	void	   *arg;
+} LqUnsettledScan;
+
+static void
+lq_emit_unsettled(HeapTuple tup, TupleDesc desc, void *arg)
+{
+	LqUnsettledScan *scan = arg;
+	LqUnsettledRow row;
+
+	row.lock_id = lq_getstr(tup, desc, 1);
+	row.until = lq_getint64(tup, desc, 2, 0);
+	row.fence_ttl = lq_getint64(tup, desc, 3, 0);
+	row.delay_until = lq_getint64(tup, desc, 4, 0);
+	row.hold_token = lq_getint64(tup, desc, 5, 0);
+	row.hold_until = lq_getint64(tup, desc, 6, 0);
+	lq_gettid(tup, desc, 7, &row.tid);
+	scan->cb(&row, scan->arg);
+}
+
+void
+lq_store_load_unsettled(lq_unsettled_cb cb, void *arg)
+{
+	LqUnsettledScan scan = {cb, arg};
+
+	lq_scan("SELECT lock_id, until, fence_ttl, delay_until, hold_token, hold_until, ctid"
+			" FROM lockq.unsettled",
+			lq_emit_unsettled, &scan);
 }
 
 /*

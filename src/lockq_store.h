@@ -43,6 +43,22 @@ typedef struct LqQueueRow
 	const char *channel;
 } LqQueueRow;
 
+/*
+ * One row of lockq.unsettled: a lock whose latest changes may have been
+ * shown before they were flushed (see lockq_ledger.c).
+ */
+typedef struct LqUnsettledRow
+{
+	ItemPointerData tid;		/* where the row is (loads) */
+	const char *lock_id;
+	int64		until;			/* leases shown unflushed end by this */
+	int64		fence_ttl;		/* ends of grants with a ttl up to this may
+								 * have been shown unflushed (0: none) */
+	int64		delay_until;	/* after a restart: nothing granted before */
+	int64		hold_token;		/* the grant that survived it... */
+	int64		hold_until;		/* ...may be counted on until this */
+} LqUnsettledRow;
+
 typedef enum LqEndResult
 {
 	LQ_END_DELETED,				/* the row is gone: the lock is free */
@@ -59,6 +75,7 @@ typedef struct LqLockFailure
 
 typedef void (*lq_owner_cb) (const LqOwnerRow *row, void *arg);
 typedef void (*lq_queue_cb) (const LqQueueRow *row, void *arg);
+typedef void (*lq_unsettled_cb) (const LqUnsettledRow *row, void *arg);
 
 /* Worker side; all need an open transaction (loads: an SPI connection). */
 extern bool lq_store_installed(Oid *extoid);
@@ -75,9 +92,10 @@ extern int64 lq_store_clock_read(void);
 extern void lq_store_clock_write(int64 ceiling);
 extern int64 lq_store_token_read(void);
 extern void lq_store_token_write(int64 ceiling);
-extern int64 lq_store_horizon_read(void);
-extern void lq_store_horizon_write(int64 horizon);
-extern void lq_store_after_restart(int64 start, int64 low, int64 floor);
+extern void lq_store_unsettled_put(const LqUnsettledRow *row, ItemPointer tid);
+extern void lq_store_unsettled_delete(ItemPointer tid);
+extern void lq_store_load_unsettled(lq_unsettled_cb cb, void *arg);
+extern void lq_store_settle(int64 now, bool continuous, int64 low);
 extern void lq_store_load_owners(lq_owner_cb cb, void *arg);
 extern void lq_store_load_queue(lq_queue_cb cb, void *arg);
 

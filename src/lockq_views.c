@@ -47,14 +47,16 @@ static const LqStat lq_stat_columns[] = {
 	LQ_STAT_BATCH_ERRORS
 };
 
-#define LQ_STATS_NCOLS (lengthof(lq_stat_columns) + 4)
+/* the counters, holders, waiters, worker_pid, grace_until, delayed_locks */
+#define LQ_STATS_NCOLS (lengthof(lq_stat_columns) + 5)
 
 /*
  * lockq_stats returns one row: the counters since the server started, the
  * current number of holders and waiters, the worker's pid (NULL when it is
- * not running), and the end of the grace period after a crash (NULL when
- * there is none).  Counters are per shared-memory lifetime: a crash
- * restart resets them.
+ * not running), the latest end of a lock's delay after a restart
+ * (grace_until, NULL when no lock is delayed) and how many locks are
+ * delayed.  Counters are per shared-memory lifetime: a crash restart
+ * resets them.  (Version 1.0 of the extension declares no delayed_locks.)
  */
 Datum
 lockq_stats(PG_FUNCTION_ARGS)
@@ -65,12 +67,12 @@ lockq_stats(PG_FUNCTION_ARGS)
 	int			i;
 	int			n = lengthof(lq_stat_columns);
 	int			pid;
-	int64		grace;
+	int64		delay_max;
 
 	lq_check_available();
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
-	if (tupdesc->natts != LQ_STATS_NCOLS)
+	if (tupdesc->natts != LQ_STATS_NCOLS && tupdesc->natts != LQ_STATS_NCOLS - 1)
 		elog(ERROR, "lockq_stats: expected %d columns, got %d",
 			 (int) LQ_STATS_NCOLS, tupdesc->natts);
 
@@ -87,11 +89,12 @@ lockq_stats(PG_FUNCTION_ARGS)
 		nulls[n + 2] = true;
 	else
 		values[n + 2] = Int32GetDatum(pid);
-	grace = (int64) pg_atomic_read_u64(&lq_shared->grace_until);
-	if (grace == 0)
+	delay_max = (int64) pg_atomic_read_u64(&lq_shared->delay_max);
+	if (delay_max == 0)
 		nulls[n + 3] = true;
 	else
-		values[n + 3] = TimestampTzGetDatum(lq_us_to_timestamptz(grace));
+		values[n + 3] = TimestampTzGetDatum(lq_us_to_timestamptz(delay_max));
+	values[n + 4] = Int64GetDatum((int64) pg_atomic_read_u64(&lq_shared->delayed));
 
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
 }

@@ -71,6 +71,7 @@
 #include "utils/timestamp.h"
 
 #include "lockq_fault.h"
+#include "lockq_ledger.h"
 #include "lockq_outbox.h"
 #include "lockq_state.h"
 #include "lockq_store.h"
@@ -84,15 +85,8 @@
 /* While lockq's relations are locked by others: retry and log periods. */
 #define LQ_BLOCKED_RETRY_MS			20
 #define LQ_BLOCKED_LOG_MS			30000
-/* Above this NOTIFY queue usage the worker stops sending NOTIFYs. */
-#define LQ_NOTIFY_QUEUE_LIMIT		0.5
 
 /* Per batch. */
-static bool lq_need_sync = false;
-static int64 lq_pending_ceiling = 0;	/* clock ceiling made durable by this
-										 * batch */
-static int64 lq_pending_token_ceiling = 0;
-static int64 lq_pending_horizon = 0;
 static bool lq_spi_connected = false;
 
 /* Across batches. */
@@ -116,6 +110,7 @@ static TimestampTz lq_blocked_logged = 0;
 
 static void lq_handle_entry(LqEntry entry, int64 now);
 static void lq_set_blocked(bool blocked);
+static int64 lq_next_deadline(void);
 
 /*
  * lq_register_worker registers the lock server.  Called from _PG_init while
@@ -140,83 +135,6 @@ lq_register_worker(void)
 	RegisterBackgroundWorker(&worker);
 }
 
-/*
- * Services for lockq_state.c.
- */
-
-/*
- * lq_worker_next_token issues a fencing token: one above the last, raising
- * the durable ceiling first when the reserve is used up.
- */
-int64
-lq_worker_next_token(void)
-{
-	int64		token = (int64) pg_atomic_read_u64(&lq_shared->token_high) + 1;
-
-	if (token > Max(lq_shared->token_ceiling, lq_pending_token_ceiling))
-	{
-		int64		ceiling = token + LQ_TOKEN_RESERVE;
-
-		lq_store_token_write(ceiling);
-		lq_pending_token_ceiling = ceiling;
-		lq_need_sync = true;
-	}
-	pg_atomic_write_u64(&lq_shared->token_high, (uint64) token);
-	return token;
-}
-
-/*
- * lq_worker_lease_shown is told of every lease end this batch will show (a
- * grant or a renewal).  It decides whether the batch must be flushed before
- * its answers go out, and keeps the lease horizon ahead of the leases.
- */
-void
-lq_worker_lease_shown(int64 expires, int64 lease_us)
-{
-	if (lockq_synchronous_grants ||
-		lease_us > (int64) lockq_max_grace * USECS_PER_SEC)
-	{
-		lq_need_sync = true;
-		return;
-	}
-	if (expires > Max(lq_shared->horizon, lq_pending_horizon))
-	{
-		int64		horizon = expires + LQ_HORIZON_SLACK_US;
-
-		lq_store_horizon_write(horizon);
-		lq_pending_horizon = horizon;
-		lq_need_sync = true;
-	}
-}
-
-static void
-lq_clock_extend(int64 now)
-{
-	int64		ceiling = now + LQ_CLOCK_RESERVE_US;
-
-	lq_store_clock_write(ceiling);
-	lq_pending_ceiling = ceiling;
-	lq_need_sync = true;
-}
-
-/*
- * lq_worker_tick hands out a clock value for something others will see (a
- * queue position, an acquisition time).  It may pass the published ceiling
- * up to the ceiling this batch is making durable, extending it if needed;
- * nothing of the batch is shown before that commit.
- */
-int64
-lq_worker_tick(void)
-{
-	int64		v;
-
-	if (lq_clock_next(Max(lq_clock_ceiling(), lq_pending_ceiling), &v))
-		return v;
-	lq_clock_extend(lq_clock_peek());
-	if (!lq_clock_next(lq_pending_ceiling, &v))
-		elog(ERROR, "lockq clock could not be advanced");
-	return v;
-}
 
 /*
  * lq_defer puts an entry on the list to look at again at the next batch.
@@ -526,10 +444,7 @@ lq_begin_batch(void)
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	lq_outbox_begin();
-	lq_need_sync = false;
-	lq_pending_ceiling = 0;
-	lq_pending_token_ceiling = 0;
-	lq_pending_horizon = 0;
+	lq_ledger_begin();
 }
 
 static void
@@ -669,11 +584,12 @@ lq_commit(bool sync)
 static void
 lq_commit_batch(void)
 {
-	bool		sync = lq_need_sync;
+	bool		sync = lq_ledger_flush_needed();
 	List	   *again;
 	MemoryContext old;
 
 	lq_outbox_emit_notices();
+	lq_ledger_prepare_commit();
 	LQ_FAULT("batch-before-commit");
 	lq_store_end_batch(true);
 	if (lq_spi_connected)
@@ -686,12 +602,7 @@ lq_commit_batch(void)
 	lq_commit(sync);
 	LQ_FAULT("batch-after-commit");
 
-	if (lq_pending_ceiling > 0)
-		lq_clock_publish_ceiling(lq_pending_ceiling);
-	if (lq_pending_token_ceiling > lq_shared->token_ceiling)
-		lq_shared->token_ceiling = lq_pending_token_ceiling;
-	if (lq_pending_horizon > lq_shared->horizon)
-		lq_shared->horizon = lq_pending_horizon;
+	lq_ledger_committed();
 	again = lq_outbox_publish();
 	old = MemoryContextSwitchTo(TopMemoryContext);
 	lq_recheck = list_concat(lq_recheck, again);
@@ -721,10 +632,7 @@ lq_discard_batch(void)
 	lq_recheck = list_concat(lq_recheck, again);
 	MemoryContextSwitchTo(old);
 	list_free(again);
-	lq_need_sync = false;
-	lq_pending_ceiling = 0;
-	lq_pending_token_ceiling = 0;
-	lq_pending_horizon = 0;
+	lq_ledger_discard();
 }
 
 static void
@@ -857,18 +765,71 @@ lq_lock_or_raise(void)
 }
 
 /*
- * lq_recover (re)builds the state from the tables.  On the first start in
- * a shared-memory lifetime it also sets up the clock and carries leases
- * over the downtime.  Unless careful, it then applies every request in
- * flight in the same transaction.  Returns false when the extension is not
- * installed (then there is nothing to serve).
+ * lq_recover_installation finds out whether the extension is installed,
+ * and in which installation: session-bound grants belong to one, and
+ * dropping it ends every lock, as it drops the tables.
+ */
+static bool
+lq_recover_installation(void)
+{
+	Oid			extoid;
+	bool		installed = lq_store_installed(&extoid);
+
+	if (!installed || extoid != lq_shared->grants_extoid)
+	{
+		lq_grants_clear();
+		lq_shared->grants_extoid = installed ? extoid : InvalidOid;
+	}
+	lq_ext_oid = installed ? extoid : InvalidOid;
+	return installed;
+}
+
+/*
+ * lq_recover_state rebuilds the lock state: the ledger takes over the
+ * clock and the ceilings (and, on the first start in a shared-memory
+ * lifetime, settles what a stop or crash left, lq_ledger_start), the
+ * unsettled locks give the delays, the tables and shared memory give the
+ * rest.  Leases that ended while no lock server ran end before any request
+ * in flight is applied: a renewal sent before the end but applied after it
+ * must fail, not revive the lease.  Then, unless careful, the requests in
+ * flight are applied in arrival order.
+ */
+static void
+lq_recover_state(void)
+{
+	int64		now;
+	List	   *delays;
+
+	lq_spi_connect();
+	lq_store_prepare();
+	lq_lock_or_raise();
+	now = lq_ledger_start(!lq_shared->started);
+	delays = lq_ledger_load(now);
+	lq_state_load(now, delays);
+	lq_state_run_timers(now);
+	if (!lq_careful)
+	{
+		List	   *slots = lq_slots_in_flight();
+		ListCell   *lc;
+
+		lq_ledger_extend_clock(now);
+		foreach(lc, slots)
+			lq_handle_entry(lfirst_int(lc), now);
+		list_free(slots);
+	}
+}
+
+/*
+ * lq_recover (re)builds the state, after the batch its predecessor left
+ * behind, if any, is settled (lq_outbox_resolve).  Returns false when the
+ * extension is not installed (there is nothing to serve) or the state
+ * cannot be loaded; requests in flight are then answered with the error.
  */
 static bool
 lq_recover(void)
 {
 	MemoryContext ccxt = CurrentMemoryContext;
-	bool		installed = false;
-	bool		first_start = !lq_shared->leases_shifted;
+	volatile bool installed = false;
 	volatile bool failed = false;
 	ErrorData  *edata = NULL;
 
@@ -876,97 +837,11 @@ lq_recover(void)
 	lq_begin_batch();
 	PG_TRY();
 	{
-		Oid			extoid;
-
 		LQ_FAULT("recover-start");
 		lq_outbox_resolve();
-		installed = lq_store_installed(&extoid);
-
-		/*
-		 * Session-bound grants belong to one installation of the extension:
-		 * dropping it ends every lock, as it drops the tables.
-		 */
-		if (!installed || extoid != lq_shared->grants_extoid)
-		{
-			lq_grants_clear();
-			lq_shared->grants_extoid = installed ? extoid : InvalidOid;
-		}
+		installed = lq_recover_installation();
 		if (installed)
-		{
-			int64		durable = 0;
-			int64		now;
-
-			int64		tokens;
-			int64		horizon;
-
-			lq_ext_oid = extoid;
-			lq_spi_connect();
-			lq_store_prepare();
-			lq_lock_or_raise();
-			durable = lq_store_clock_read();
-			tokens = lq_store_token_read();
-			horizon = lq_store_horizon_read();
-			if (pg_atomic_read_u32(&lq_shared->clock_ready) == 0)
-				lq_clock_setup(durable);
-			else
-				lq_clock_reopen(durable);
-			now = lq_clock_peek();
-
-			/*
-			 * Tokens continue above the durable ceiling (after a crash), or
-			 * above the last one issued (after the extension was dropped
-			 * and created again: lq_worker_next_token raises the new
-			 * sequence).
-			 */
-			lq_shared->token_ceiling = tokens;
-			if (first_start || (int64) pg_atomic_read_u64(&lq_shared->token_high) < tokens)
-				pg_atomic_write_u64(&lq_shared->token_high, (uint64) tokens);
-			lq_shared->horizon = horizon;
-
-			if (first_start)
-			{
-				int64		grace = 0;
-				int64		low = durable - LQ_CLOCK_RESERVE_US;
-
-				/*
-				 * A horizon left by a crash: leases returned before their
-				 * flush may be lost, and each ended by the horizon.  The
-				 * crash came no earlier than low (the durable clock ceiling
-				 * less its reserve), so none had more than horizon - low
-				 * left; as with the leases in the table (see
-				 * lq_store_after_restart), that much is counted from now,
-				 * whatever the wall clock did meanwhile.
-				 */
-				if (horizon > 0)
-					grace = now + Max(0, horizon - low);
-				pg_atomic_write_u64(&lq_shared->grace_until, (uint64) Max(grace, 0));
-				lq_store_after_restart(now, low, grace);
-				lq_need_sync = true;
-				if (grace > now)
-					ereport(LOG,
-							(errmsg("lockq grants nothing for %.1f s after a crash or a promotion, until every lease that may have been lost has ended",
-									(grace - now) / 1e6)));
-			}
-			lq_state_set_grace((int64) pg_atomic_read_u64(&lq_shared->grace_until));
-			lq_state_load(now);
-
-			/*
-			 * Leases that ended while no lock server ran end now, before
-			 * any request in flight is applied: a renewal sent before the
-			 * end but applied after it must fail, not revive the lease.
-			 */
-			lq_state_run_timers(now);
-			if (!lq_careful)
-			{
-				List	   *slots = lq_slots_in_flight();
-				ListCell   *lc;
-
-				lq_clock_extend(now);
-				foreach(lc, slots)
-					lq_handle_entry(lfirst_int(lc), now);
-				list_free(slots);
-			}
-		}
+			lq_recover_state();
 		lq_commit_batch();
 	}
 	PG_CATCH();
@@ -998,8 +873,8 @@ lq_recover(void)
 	}
 
 	lq_end_batch();
-	if (installed && first_start)
-		lq_shared->leases_shifted = true;
+	if (installed)
+		lq_shared->started = true;
 	lq_need_recover = false;
 	if (!installed)
 		lq_fail_all(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
@@ -1079,7 +954,7 @@ lq_batch(void)
 
 	n = lq_ring_drain(lq_ring_buf, lockq_batch_size, &overflow);
 	now = lq_clock_peek();
-	due = lq_state_next_deadline();
+	due = lq_next_deadline();
 	retry_deferred = lq_state_has_deferred() &&
 		(n > 0 || now - lq_last_deferred_retry >= LQ_DEFERRED_RETRY_MS * 1000);
 
@@ -1119,7 +994,7 @@ lq_batch(void)
 			else
 			{
 				if (now + LQ_CLOCK_MARGIN_US > lq_clock_ceiling())
-					lq_clock_extend(now);
+					lq_ledger_extend_clock(now);
 				/* deadlines that passed before these requests came go first */
 				lq_state_run_timers(now);
 				foreach(lc, slots)
@@ -1133,6 +1008,7 @@ lq_batch(void)
 					lq_state_retry_deferred(now);
 					lq_last_deferred_retry = now;
 				}
+				lq_ledger_settle_markers(now);
 			}
 			lq_commit_batch();
 		}
@@ -1167,6 +1043,22 @@ lq_batch(void)
 	lq_end_batch();
 	lq_error_backoff_ms = 0;
 	return n == lockq_batch_size;
+}
+
+/*
+ * lq_next_deadline: the earliest time something is due, in the rules (a
+ * lease, a timeout, a delay) or the ledger (settling unsettled locks); 0 if
+ * nothing is.
+ */
+static int64
+lq_next_deadline(void)
+{
+	int64		a = lq_state_next_deadline();
+	int64		b = lq_ledger_next_deadline();
+
+	if (a == 0 || (b != 0 && b < a))
+		return b;
+	return a;
 }
 
 /*
@@ -1251,7 +1143,7 @@ lq_cycle(void)
 		sleep_ms = Min(sleep_ms, stats_ms);
 
 	now = lq_clock_peek();
-	due = lq_state_next_deadline();
+	due = lq_next_deadline();
 	if (due > 0)
 		sleep_ms = Min(sleep_ms, Max(0, (due - now + 999) / 1000));
 	if (lq_state_has_deferred())
@@ -1305,19 +1197,9 @@ lq_worker_stop(void)
 			elog(ERROR, "lockq extension changed: its state is not stored");
 		lq_lock_or_raise();
 
-		/*
-		 * This commit is flushed, and with it everything before: no lease
-		 * is outstanding unflushed, so no grace is needed at the next start,
-		 * and tokens continue right after the last one issued.
-		 */
-		lq_store_clock_write(last);
-		lq_store_horizon_write(0);
-		if (pg_atomic_read_u64(&lq_shared->token_high) > 0)
-			lq_store_token_write((int64) pg_atomic_read_u64(&lq_shared->token_high));
-		lq_need_sync = true;
+		lq_ledger_stop(last);
 		LQ_FAULT("worker-stop");
 		lq_commit_batch();
-		lq_shared->horizon = 0;
 	}
 	PG_CATCH();
 	{
@@ -1382,6 +1264,7 @@ lockq_worker_main(Datum main_arg)
 	lq_override_settings();
 
 	lq_outbox_init();
+	lq_ledger_init();
 	lq_ring_buf = MemoryContextAlloc(TopMemoryContext,
 									 sizeof(LqEntry) * 65536);
 	lq_state_init();

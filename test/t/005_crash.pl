@@ -72,7 +72,7 @@ cmp_ok($remaining_after, '<', $remaining_b + 10_000_000,
 ok(scalar_query($node, 'SELECT lockq_now()') > $now_before,
 	'lockq_now() continues above every value before the crash');
 is(scalar_query($node, 'SELECT grace_until IS NULL FROM lockq_stats'), 't',
-	'no grace period: every lease before the crash was longer than lockq.max_grace, so flushed');
+	'no lock is delayed: every lease before the crash was longer than lockq.max_grace, so flushed');
 my $t_new = scalar_query($node, "SELECT lockq_try('D', 'svc-d', '1 hour')");
 ok($t_new > $max_token, 'the next token is above every token before the crash');
 $max_token = $t_new;
@@ -112,69 +112,68 @@ is(scalar_query($node, "SELECT count(*) FROM lockq_locks WHERE lock_id LIKE 'R%'
 $node->safe_psql('postgres', 'ALTER SYSTEM RESET synchronous_commit');
 $node->reload;
 
-# --- short leases: returned before their flush, a grace period after ------
-# Each 4 s grant raises the lease horizon ahead of itself (with a flush) or
-# is covered by the horizon already raised; those are not flushed before
-# their holders see them.  A crash may take them back: then nothing at all
-# is granted until the horizon has passed.
-my @short;
+# --- short leases: returned before their flush, a delay after a crash -------
+# Short leases on a lock that changes hands again and again are returned
+# before their flush: the lock is unsettled (lockq.unsettled), which a flush
+# made durable first.  A crash may take the latest of them back: that lock
+# is then delayed until every lease that may have been lost has ended, and
+# its grant, whatever survived, is ended.  Every other lock is available at
+# once.
 my $flushes_before = scalar_query($node, 'SELECT sync_commits FROM lockq_stats');
+my $last_short;
 for my $i (1 .. 30)
 {
-	push @short, [ "S$i", scalar_query($node, "SELECT lockq_try('S$i', 'o', '4 seconds')") ];
+	$last_short = scalar_query($node, "SELECT lockq_try('hot', 'o$i', '4 seconds')");
+	scalar_query($node, "SELECT lockq_release('hot', 'o$i', $last_short)")
+	  if $i < 30;
 }
-my $last_short = $short[-1][1];
-ok($last_short > $max_token, 'short leases are granted');
+ok($last_short > $max_token, 'short leases are granted and released');
 my $flushes = scalar_query($node, 'SELECT sync_commits FROM lockq_stats') - $flushes_before;
-note "30 short grants took $flushes flushes";
+note "30 short grants and 29 releases of one lock took $flushes flushes";
 cmp_ok($flushes, '<', 15, 'most of them were returned without waiting for a flush');
+is(scalar_query($node, "SELECT count(*) FROM lockq.unsettled WHERE lock_id = 'hot' AND fence_ttl > 0"),
+	'1', 'the lock is unsettled, with its ends covered');
+my $t_long = scalar_query($node, "SELECT lockq_try('quiet', 'q', '1 hour')");
 crash_restart($node);
 ok(wait_for_service(), 'service back after crashing with short leases out');
-my $grace_left = scalar_query($node,
+my $delay_left = scalar_query($node,
 	'SELECT extract(epoch FROM grace_until) - lockq_now() / 1000000.0 FROM lockq_stats');
-note "grace period left after the crash: ${grace_left}s";
-cmp_ok($grace_left, '>', 1, 'the crash left a grace period');
-cmp_ok($grace_left, '<', 4 + 2 + 5 + 1,
-	'no longer than the lease, the horizon slack and the clock reserve');
-like(slurp_file($node->logfile), qr/lockq grants nothing for [0-9.]+ s after a crash or a promotion/,
-	'the grace period is logged');
-
-# Whatever survived of the short grants keeps its lease at least until the
-# grace period ends; nothing new is granted meanwhile, not even a lock
-# nobody held; a waiter queues and is served when the period ends.
-my $survivors = scalar_query($node, "SELECT count(*) FROM lockq_locks WHERE lock_id LIKE 'S%'");
-note "$survivors of 30 short grants survived the crash";
-is(scalar_query($node, "SELECT lockq_try('fresh', 'o') IS NULL"), 't',
-	'lockq_try of a free lock gets nothing during the grace period');
-is(scalar_query($node, "SELECT lockq_try('S30', 'o2') IS NULL"), 't',
-	'nor does a lock whose short grant may have been lost');
-my $gw = start_waiter($node, 'grace-waiter',
-	"SELECT 'granted:' || lockq_get('fresh', 'after-grace', '1 hour');");
-ok(wait_for_waiters($node, 'fresh', 1), 'lockq_get waits during the grace period');
+note "delay of the hot lock left after the crash: ${delay_left}s";
+cmp_ok($delay_left, '>', 1, 'the crash left the hot lock delayed');
+cmp_ok($delay_left, '<', 4 + 2 + 1,
+	'no longer than its lease and the slack');
+is(scalar_query($node, 'SELECT delayed_locks FROM lockq_stats'), '1', 'one lock is delayed');
+is(scalar_query($node, "SELECT lockq_holds('hot', $last_short)"), 'f',
+	'the hot lock\'s last grant is ended: its end may have been shown and lost');
+is(scalar_query($node, "SELECT lockq_renew('hot', 'o30', $last_short)"), 'f',
+	'and cannot be renewed');
+is(scalar_query($node, "SELECT lockq_try('hot', 'o2') IS NULL"), 't',
+	'nothing is granted on the hot lock during its delay');
+ok(scalar_query($node, "SELECT lockq_try('fresh', 'o')") > $last_short,
+	'a lock nobody used is granted at once');
+is(scalar_query($node, "SELECT lockq_holds('quiet', $t_long)"), 't',
+	'a settled lock\'s grant survived the crash');
+my $gw = start_waiter($node, 'delay-waiter',
+	"SELECT 'granted:' || lockq_get('hot', 'after-delay', '1 hour');");
+ok(wait_for_waiters($node, 'hot', 1), 'lockq_get waits during the delay');
 ok($node->poll_query_until('postgres', 'SELECT grace_until IS NULL FROM lockq_stats'),
-	'the grace period ends');
-like(slurp_file($node->logfile), qr/lockq grace period after the crash is over/,
-	'and that is logged');
+	'the delay ends');
 my $granted = waiter_result($gw, qr/granted:(\d+)/);
 ok($granted > $last_short, 'then the waiter is served, with a token above every token before the crash');
-ok($node->poll_query_until('postgres',
-		"SELECT count(*) = 0 FROM lockq_locks WHERE lock_id LIKE 'S%'"),
-	'and the short leases carried over the crash end');
 $gw->quit;
 
 # --- lockq.synchronous_grants: every lease flushed, no grace needed -------
 $node->append_conf('postgresql.conf', 'lockq.synchronous_grants = on');
 $node->reload;
 $node->poll_query_until('postgres', "SELECT current_setting('lockq.synchronous_grants') = 'on'");
-# wait until the horizon left by the short leases is behind the clock
-$node->poll_query_until('postgres',
-	"SELECT last_value < lockq_now() - 5000000 FROM lockq.horizon_seq");
+# wait until the hot lock has settled
+$node->poll_query_until('postgres', 'SELECT count(*) = 0 FROM lockq.unsettled');
 my $sync = scalar_query($node, "SELECT lockq_try('SYNC', 'o', '4 seconds')");
 ok($sync > $granted, 'a short lease is granted with synchronous_grants on');
 crash_restart($node);
 ok(wait_for_service(), 'service back');
 is(scalar_query($node, 'SELECT grace_until IS NULL FROM lockq_stats'), 't',
-	'no grace period with synchronous_grants on');
+	'no lock is delayed with synchronous_grants on');
 is(scalar_query($node, "SELECT lockq_holds('SYNC', $sync)"), 't',
 	'the short lease granted right before the crash survived it');
 ok(scalar_query($node, "SELECT lockq_try('after-sync', 'o')") > $sync,

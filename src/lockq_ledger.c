@@ -1,0 +1,660 @@
+/*-------------------------------------------------------------------------
+ *
+ * lockq_ledger.c
+ *		The durability ledger of the lock server: the ceilings of the clock
+ *		and of the tokens, the unsettled locks, and the decision, batch by
+ *		batch, whether a batch must be flushed before anyone learns of it.
+ *
+ * A WAL flush costs as much as the rest of a batch, so the lock server
+ * waits for one only when a crash could otherwise break a promise.  The
+ * promises, and what keeps each (DESIGN.md, "Durability", has the why):
+ *
+ *	- Tokens never repeat, lockq_now() never goes back: every value shown is
+ *	  below a durable ceiling (a sequence, and the state file, which
+ *	  survives DROP EXTENSION).  Raising a ceiling flushes the batch.
+ *	- A lease that was shown is honoured after a crash (I2), and an end
+ *	  that was shown is never undone (I1).  A batch that shows a lease
+ *	  longer than lockq.max_grace (or any, with lockq.synchronous_grants)
+ *	  is flushed.  Shorter leases and early ends (releases, force releases,
+ *	  a lease cut for a fenced transaction) of grants with a ttl up to
+ *	  lockq.max_grace may be shown before their flush only on an
+ *	  *unsettled* lock: one with a durable row in lockq.unsettled saying
+ *	  that its leases shown unflushed end by until, and that ends of grants
+ *	  with a ttl up to fence_ttl may have been shown unflushed.  Making a
+ *	  lock unsettled (or raising its until) flushes the batch; every later
+ *	  batch that the row covers need not be flushed.  After a crash the
+ *	  lock server ends such grants of unsettled locks and delays every
+ *	  unsettled lock until its leases have ended (lq_store_settle); every
+ *	  other lock is exactly as its last flushed batch left it, and is
+ *	  available at once.  An end by the passing of time needs nothing: the
+ *	  row's lease end is durable, and the clock never goes back.
+ *	- A lock that has been quiet for LQ_UNSETTLED_SLACK_US settles: its row
+ *	  is deleted, in any batch (WAL is sequential: if the delete survives a
+ *	  crash, so did everything it covered).
+ *
+ * Everything here runs in the lock server, inside its batch transaction.
+ * What a batch changes in memory is undone if it fails (lq_ledger_discard).
+ *
+ * Copyright (c) 2026, lockq developers
+ *
+ * IDENTIFICATION
+ *		src/lockq_ledger.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "utils/hsearch.h"
+#include "utils/memutils.h"
+
+#include "lockq_ledger.h"
+#include "lockq_clock.h"
+#include "lockq_statefile.h"
+#include "lockq_store.h"
+
+/* How far an unsettled lock's until is set beyond the lease that needs it. */
+#define LQ_UNSETTLED_SLACK_US	(INT64CONST(2) * 1000000)
+/* How often quiet unsettled locks are settled. */
+#define LQ_SETTLE_PERIOD_US		(INT64CONST(1) * 1000000)
+
+/* An unsettled lock; its row is in lockq.unsettled (tid). */
+typedef struct LqMarker
+{
+	char		lock_id[LQ_MAX_ID_LEN + 1]; /* hash key, must be first */
+	ItemPointerData tid;
+	int64		until;
+	int64		fence_ttl;
+	int64		delay_until;
+	int64		hold_token;
+	int64		hold_until;
+	int64		last_change;	/* last change shown relying on it */
+} LqMarker;
+
+/* A marker as it was before the batch changed it. */
+typedef struct LqMarkerUndo
+{
+	bool		existed;
+	LqMarker	old;
+} LqMarkerUndo;
+
+static MemoryContext lq_ledger_cxt = NULL;
+static HTAB *lq_markers = NULL;
+static int64 lq_next_settle = 0;
+static LqStateFile lq_file;
+
+/* Per batch. */
+static bool lq_flush = false;
+static int64 lq_pending_clock = 0;	/* clock ceiling this batch makes durable */
+static int64 lq_pending_token = 0;	/* token ceiling likewise */
+static bool lq_file_dirty = false;
+static bool lq_stopping = false;
+static List *lq_undo = NIL;		/* of LqMarkerUndo, in lq_ledger_cxt */
+
+/*
+ * lq_markers_reset forgets the unsettled locks (their rows stay).
+ */
+static void
+lq_markers_reset(void)
+{
+	HASHCTL		ctl;
+
+	if (lq_markers != NULL)
+		hash_destroy(lq_markers);
+	memset(&ctl, 0, sizeof(ctl));
+	ctl.keysize = LQ_MAX_ID_LEN + 1;
+	ctl.entrysize = sizeof(LqMarker);
+	ctl.hcxt = TopMemoryContext;
+	lq_markers = hash_create("lockq unsettled locks", 256, &ctl,
+							 HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+	lq_undo = NIL;
+}
+
+/*
+ * lq_ledger_init sets up the ledger's memory.  Lock server start only.
+ */
+void
+lq_ledger_init(void)
+{
+	lq_ledger_cxt = AllocSetContextCreate(TopMemoryContext, "lockq ledger",
+										  ALLOCSET_SMALL_SIZES);
+	lq_markers_reset();
+}
+
+void
+lq_ledger_begin(void)
+{
+	lq_flush = false;
+	lq_pending_clock = 0;
+	lq_pending_token = 0;
+	lq_file_dirty = false;
+	lq_stopping = false;
+	lq_undo = NIL;
+	MemoryContextReset(lq_ledger_cxt);
+}
+
+void
+lq_ledger_require_flush(void)
+{
+	lq_flush = true;
+}
+
+bool
+lq_ledger_flush_needed(void)
+{
+	return lq_flush;
+}
+
+/*
+ * The state file, kept in memory as last written: the ceilings go into it
+ * before the commit of the batch that raises them (lq_ledger_prepare_commit).
+ */
+static void
+lq_file_update(void)
+{
+	lq_file.clock_ceiling = Max(lq_file.clock_ceiling,
+								Max(lq_pending_clock, lq_clock_ceiling()));
+	lq_file.token_ceiling = Max(lq_file.token_ceiling,
+								Max(lq_pending_token, lq_shared->token_ceiling));
+	lq_file.clean = false;
+	lq_file.clock_last = 0;
+	lq_statefile_write(&lq_file);
+}
+
+/*
+ * lq_ledger_prepare_commit makes durable, before the batch's commit, what
+ * must not depend on the extension's objects: the raised ceilings go into
+ * the state file.  Raises an ERROR if it cannot (then the batch fails).
+ */
+void
+lq_ledger_prepare_commit(void)
+{
+	if (lq_file_dirty)
+		lq_file_update();
+}
+
+/*
+ * lq_ledger_committed publishes what the batch made durable: the raised
+ * ceilings.  After a clean stop, the state file records it.
+ */
+void
+lq_ledger_committed(void)
+{
+	if (lq_pending_clock > 0)
+		lq_clock_publish_ceiling(lq_pending_clock);
+	if (lq_pending_token > lq_shared->token_ceiling)
+		lq_shared->token_ceiling = lq_pending_token;
+	lq_undo = NIL;
+	MemoryContextReset(lq_ledger_cxt);
+	lq_file_dirty = false;
+	if (lq_stopping)
+		lq_statefile_write(&lq_file);
+}
+
+/*
+ * lq_ledger_discard undoes what a failed batch changed in memory; its rows
+ * and sequence values went with its transaction (a sequence value set by
+ * setval stays, but only ever above what was shown).
+ */
+void
+lq_ledger_discard(void)
+{
+	int			i;
+
+	/* newest first: a marker changed twice gets its oldest copy back */
+	for (i = list_length(lq_undo) - 1; i >= 0; i--)
+	{
+		LqMarkerUndo *u = list_nth(lq_undo, i);
+
+		if (u->existed)
+		{
+			LqMarker   *m = hash_search(lq_markers, u->old.lock_id, HASH_ENTER, NULL);
+
+			*m = u->old;
+		}
+		else
+			(void) hash_search(lq_markers, u->old.lock_id, HASH_REMOVE, NULL);
+	}
+	lq_ledger_begin();
+}
+
+/*
+ * lq_marker_touch returns the lock's marker, created (without a row) if
+ * create and there is none, noting its state for lq_ledger_discard.
+ */
+static LqMarker *
+lq_marker_touch(const char *lock_id, bool create)
+{
+	LqMarker   *m;
+	bool		found;
+	MemoryContext old;
+	LqMarkerUndo *u;
+
+	m = hash_search(lq_markers, lock_id,
+					create ? HASH_ENTER : HASH_FIND, &found);
+	if (m == NULL)
+		return NULL;
+	old = MemoryContextSwitchTo(lq_ledger_cxt);
+	u = palloc0(sizeof(LqMarkerUndo));
+	u->existed = found;
+	if (found)
+		u->old = *m;
+	else
+	{
+		strlcpy(u->old.lock_id, lock_id, sizeof(u->old.lock_id));
+		ItemPointerSetInvalid(&m->tid);
+		m->until = 0;
+		m->fence_ttl = 0;
+		m->delay_until = 0;
+		m->hold_token = 0;
+		m->hold_until = 0;
+		m->last_change = 0;
+	}
+	lq_undo = lappend(lq_undo, u);
+	MemoryContextSwitchTo(old);
+	return m;
+}
+
+static void
+lq_marker_write(LqMarker *m)
+{
+	LqUnsettledRow row;
+
+	row.lock_id = m->lock_id;
+	row.until = m->until;
+	row.fence_ttl = m->fence_ttl;
+	row.delay_until = m->delay_until;
+	row.hold_token = m->hold_token;
+	row.hold_until = m->hold_until;
+	lq_store_unsettled_put(&row, &m->tid);
+}
+
+static void
+lq_marker_remove(LqMarker *m)
+{
+	if (ItemPointerIsValid(&m->tid))
+		lq_store_unsettled_delete(&m->tid);
+	(void) hash_search(lq_markers, m->lock_id, HASH_REMOVE, NULL);
+}
+
+/*
+ * lq_ledger_lease_shown is told of every lease end a batch will show for a
+ * grant that outlives its session (a grant, a renewal, a confirmation).
+ * A long lease (or any, with lockq.synchronous_grants) needs the batch
+ * flushed; a short one needs the lock unsettled with an until beyond the
+ * lease end, which is made so (and flushed) if it is not yet.
+ */
+void
+lq_ledger_lease_shown(const char *lock_id, int64 expires, int64 lease_us,
+					  int64 now)
+{
+	LqMarker   *m;
+
+	if (lockq_synchronous_grants ||
+		lease_us > (int64) lockq_max_grace * USECS_PER_SEC)
+	{
+		lq_flush = true;
+		return;
+	}
+	m = hash_search(lq_markers, lock_id, HASH_FIND, NULL);
+	if (m != NULL && m->until >= expires)
+	{
+		m->last_change = now;
+		return;
+	}
+	m = lq_marker_touch(lock_id, true);
+	m->until = expires + LQ_UNSETTLED_SLACK_US;
+	m->last_change = now;
+	lq_marker_write(m);
+	lq_flush = true;
+}
+
+/*
+ * lq_ledger_end_shown is told of every grant (outliving its session) that a
+ * batch ends before its lease did: a release, a force release, a grant a
+ * cancel hands back.  The end of a grant with a ttl up to lockq.max_grace
+ * may be shown before its flush if the lock is unsettled with a fence_ttl
+ * that covers it, which is made so (and the batch flushed) if it is not.
+ * After a crash such grants end (lq_store_settle), whether or not their
+ * end survived; so the end of a longer grant is always flushed, and such a
+ * grant survives a crash unless its own end was lost with it.
+ */
+void
+lq_ledger_end_shown(const char *lock_id, int64 ttl, int64 now)
+{
+	int64		max_grace = (int64) lockq_max_grace * USECS_PER_SEC;
+	LqMarker   *m;
+
+	if (lockq_synchronous_grants || ttl > max_grace)
+	{
+		lq_flush = true;
+		return;
+	}
+	m = hash_search(lq_markers, lock_id, HASH_FIND, NULL);
+	if (m != NULL && m->fence_ttl >= ttl)
+	{
+		m->last_change = now;
+		return;
+	}
+	m = lq_marker_touch(lock_id, true);
+	m->fence_ttl = max_grace;
+	m->last_change = now;
+	lq_marker_write(m);
+	lq_flush = true;
+}
+
+/*
+ * lq_ledger_hold_lifted: the holder of the grant that survived a restart
+ * with an unknown downtime released or renewed it, so its lock need not
+ * wait for it any longer.  Written in this batch, flushed or not: lost, it
+ * only keeps a delay that is no longer needed.
+ */
+void
+lq_ledger_hold_lifted(const char *lock_id)
+{
+	LqMarker   *m = lq_marker_touch(lock_id, false);
+
+	if (m == NULL || m->hold_until == 0)
+		return;
+	m->hold_token = 0;
+	m->hold_until = 0;
+	lq_marker_write(m);
+}
+
+/*
+ * lq_ledger_settle_markers settles the unsettled locks that have been
+ * quiet long enough: none of their leases shown unflushed is left, and no
+ * end was shown for LQ_UNSETTLED_SLACK_US.  Their rows are deleted in this
+ * batch, flushed or not (see the top of the file).  Runs at most every
+ * LQ_SETTLE_PERIOD_US.
+ */
+void
+lq_ledger_settle_markers(int64 now)
+{
+	HASH_SEQ_STATUS seq;
+	LqMarker   *m;
+	List	   *done = NIL;
+	ListCell   *lc;
+
+	if (now < lq_next_settle)
+		return;
+	lq_next_settle = now + LQ_SETTLE_PERIOD_US;
+	hash_seq_init(&seq, lq_markers);
+	while ((m = hash_seq_search(&seq)) != NULL)
+	{
+		if (m->until < now && m->delay_until <= now && m->hold_until <= now &&
+			(m->fence_ttl == 0 || now - m->last_change >= LQ_UNSETTLED_SLACK_US))
+			done = lappend(done, pstrdup(m->lock_id));
+	}
+	foreach(lc, done)
+	{
+		m = lq_marker_touch(lfirst(lc), false);
+		if (m != NULL)
+			lq_marker_remove(m);
+	}
+	list_free_deep(done);
+}
+
+/*
+ * lq_ledger_next_deadline: when the next settling is due (0: nothing to
+ * settle).
+ */
+int64
+lq_ledger_next_deadline(void)
+{
+	return hash_get_num_entries(lq_markers) > 0 ? lq_next_settle : 0;
+}
+
+/*
+ * lq_ledger_extend_clock moves the clock's durable ceiling to now plus the
+ * reserve, in this batch, which is then flushed before anything is shown.
+ */
+void
+lq_ledger_extend_clock(int64 now)
+{
+	int64		ceiling = now + LQ_CLOCK_RESERVE_US;
+
+	lq_store_clock_write(ceiling);
+	lq_pending_clock = ceiling;
+	lq_file_dirty = true;
+	lq_flush = true;
+}
+
+/*
+ * lq_ledger_tick hands out a clock value for something others will see (a
+ * queue position, an acquisition time).  It may pass the published ceiling
+ * up to the ceiling this batch is making durable, extending it if needed;
+ * nothing of the batch is shown before that commit.
+ */
+int64
+lq_ledger_tick(void)
+{
+	int64		v;
+
+	if (lq_clock_next(Max(lq_clock_ceiling(), lq_pending_clock), &v))
+		return v;
+	lq_ledger_extend_clock(lq_clock_peek());
+	if (!lq_clock_next(lq_pending_clock, &v))
+		elog(ERROR, "lockq clock could not be advanced");
+	return v;
+}
+
+/*
+ * lq_ledger_next_token issues a fencing token: one above the last, raising
+ * the durable ceiling first when the reserve is used up.
+ */
+int64
+lq_ledger_next_token(void)
+{
+	int64		token = (int64) pg_atomic_read_u64(&lq_shared->token_high) + 1;
+
+	if (token > Max(lq_shared->token_ceiling, lq_pending_token))
+	{
+		int64		ceiling = token + LQ_TOKEN_RESERVE;
+
+		lq_store_token_write(ceiling);
+		lq_pending_token = ceiling;
+		lq_file_dirty = true;
+		lq_flush = true;
+	}
+	pg_atomic_write_u64(&lq_shared->token_high, (uint64) token);
+	return token;
+}
+
+/*
+ * lq_ledger_start takes over the ceilings and the clock when the lock
+ * server starts, in its first transaction, and returns the clock reading.
+ *
+ * first_start (shared memory made anew: a server start, a crash restart,
+ * a promotion): tokens continue above the larger of the two durable
+ * ceilings (sequence, state file).  The clock continues exactly where it
+ * was if the state file was written in this boot of this machine by the
+ * last lock server to raise the ceiling: lockq time is then CLOCK_BOOTTIME
+ * plus the same offset, and the time the server was down counts exactly.
+ * Otherwise it starts at the wall clock, or above the ceiling if the wall
+ * clock is behind, and the downtime is not known: lq_store_settle then
+ * counts leases from low, the earliest the stop can have been.  Then the
+ * state left by the stop is settled (lq_store_settle).
+ *
+ * Otherwise (the lock server restarted, shared memory kept): the clock and
+ * the token counter run on; the ceilings are read again (the extension may
+ * have been created anew).
+ *
+ * Either way the sequences are raised to the floors kept in the state
+ * file, so that they replicate, and the batch is flushed.
+ */
+int64
+lq_ledger_start(bool first_start)
+{
+	int64		seq_clock = lq_store_clock_read();
+	int64		seq_token = lq_store_token_read();
+	LqStateFile file;
+	bool		have_file = lq_statefile_read(&file);
+	char		boot[LQ_BOOT_ID_LEN];
+	int64		clock_ceiling;
+	int64		token_ceiling;
+	int64		now;
+
+	lq_boot_id(boot);
+	clock_ceiling = Max(seq_clock, have_file ? file.clock_ceiling : 0);
+	token_ceiling = Max(seq_token, have_file ? file.token_ceiling : 0);
+	token_ceiling = Max(token_ceiling, (int64) pg_atomic_read_u64(&lq_shared->token_high));
+	clock_ceiling = Max(clock_ceiling, lq_clock_ceiling());
+	lq_flush = true;
+
+	if (first_start)
+	{
+		/*
+		 * The first attempt decides; a retry after it failed keeps its
+		 * decision (the state file may have been written meanwhile).
+		 */
+		if (!lq_shared->start_planned)
+		{
+			bool		own = have_file && file.clock_ceiling >= seq_clock;
+			bool		continuous = own && boot[0] != '\0' &&
+				strcmp(file.boot_id, boot) == 0;
+			int64		offset;
+			int64		last;
+
+			if (continuous)
+			{
+				offset = file.clock_offset;
+				last = file.clean ? file.clock_last : 0;
+			}
+			else
+			{
+				int64		start = Max(lq_wall_us(), clock_ceiling + 1);
+
+				offset = start - lq_clock_boottime_us();
+				last = start - 1;
+			}
+			lq_clock_setup(offset, last, clock_ceiling);
+			lq_shared->start_continuous = continuous;
+			lq_shared->start_low = (own && file.clean) ? file.clock_last :
+				clock_ceiling - LQ_CLOCK_RESERVE_US;
+			lq_shared->start_planned = true;
+			if (!continuous)
+				ereport(LOG,
+						(errmsg("lockq clock starts at the wall clock or above its last ceiling; the time the server was down is not known, so held locks are delayed as long as their holders may count on them")));
+		}
+		pg_atomic_write_u64(&lq_shared->token_high, (uint64) token_ceiling);
+		lq_shared->token_ceiling = token_ceiling;
+
+		memset(&lq_file, 0, sizeof(lq_file));
+		strlcpy(lq_file.boot_id, boot, sizeof(lq_file.boot_id));
+		lq_file.clock_offset = lq_shared->clock_offset;
+		lq_file.clock_ceiling = clock_ceiling;
+		lq_file.token_ceiling = token_ceiling;
+		lq_statefile_write(&lq_file);
+
+		now = lq_clock_peek();
+		lq_store_settle(now, lq_shared->start_continuous, lq_shared->start_low);
+	}
+	else
+	{
+		lq_clock_reopen(clock_ceiling);
+		lq_shared->token_ceiling = Max(lq_shared->token_ceiling, token_ceiling);
+		if ((int64) pg_atomic_read_u64(&lq_shared->token_high) < token_ceiling)
+			pg_atomic_write_u64(&lq_shared->token_high, (uint64) token_ceiling);
+		if (have_file)
+			lq_file = file;
+		else
+		{
+			strlcpy(lq_file.boot_id, boot, sizeof(lq_file.boot_id));
+			lq_file.clock_offset = lq_shared->clock_offset;
+		}
+		lq_file.clock_ceiling = Max(lq_file.clock_ceiling, clock_ceiling);
+		lq_file.token_ceiling = Max(lq_file.token_ceiling, token_ceiling);
+		lq_file_update();
+		now = lq_clock_peek();
+	}
+	if (seq_clock < clock_ceiling)
+		lq_store_clock_write(clock_ceiling);
+	if (seq_token < lq_shared->token_ceiling)
+		lq_store_token_write(lq_shared->token_ceiling);
+	return now;
+}
+
+static void
+lq_load_marker(const LqUnsettledRow *row, void *arg)
+{
+	List	  **delays = arg;
+	LqMarker   *m = hash_search(lq_markers, row->lock_id, HASH_ENTER, NULL);
+
+	m->tid = row->tid;
+	m->until = row->until;
+	m->fence_ttl = row->fence_ttl;
+	m->delay_until = row->delay_until;
+	m->hold_token = row->hold_token;
+	m->hold_until = row->hold_until;
+	m->last_change = 0;
+	if (row->delay_until > 0 || row->hold_until > 0)
+	{
+		LqDelay    *d = palloc(sizeof(LqDelay));
+
+		d->lock_id = pstrdup(row->lock_id);
+		d->until = row->delay_until;
+		d->hold_token = row->hold_token;
+		d->hold_until = row->hold_until;
+		*delays = lappend(*delays, d);
+	}
+}
+
+/*
+ * lq_ledger_load reads the unsettled locks (after lq_ledger_start) and
+ * returns the delayed ones, for the rules to honour.
+ */
+List *
+lq_ledger_load(int64 now)
+{
+	List	   *delays = NIL;
+
+	lq_markers_reset();
+	lq_next_settle = now + LQ_SETTLE_PERIOD_US;
+	lq_store_load_unsettled(lq_load_marker, &delays);
+	return delays;
+}
+
+/*
+ * lq_ledger_stop records a clean stop, in a batch that is flushed: the
+ * ceilings come down to exactly what was shown (so that restarts skip
+ * nothing), the unsettled locks settle (the flush covers all they
+ * covered; a delay still running is kept), and after the commit the state
+ * file says where the clock stopped.
+ */
+void
+lq_ledger_stop(int64 last_clock)
+{
+	HASH_SEQ_STATUS seq;
+	LqMarker   *m;
+	List	   *all = NIL;
+	ListCell   *lc;
+	int64		token = (int64) pg_atomic_read_u64(&lq_shared->token_high);
+
+	lq_store_clock_write(last_clock);
+	if (token > 0)
+		lq_store_token_write(token);
+
+	hash_seq_init(&seq, lq_markers);
+	while ((m = hash_seq_search(&seq)) != NULL)
+		all = lappend(all, pstrdup(m->lock_id));
+	foreach(lc, all)
+	{
+		m = lq_marker_touch(lfirst(lc), false);
+		if (m->delay_until > last_clock || m->hold_until > last_clock)
+		{
+			m->until = 0;
+			m->fence_ttl = 0;
+			lq_marker_write(m);
+		}
+		else
+			lq_marker_remove(m);
+	}
+	list_free_deep(all);
+
+	lq_file.clock_ceiling = last_clock;
+	lq_file.token_ceiling = Max(token, 0);
+	lq_file.clean = true;
+	lq_file.clock_last = last_clock;
+	lq_stopping = true;
+	lq_flush = true;
+}

@@ -1,0 +1,78 @@
+# After a crash, only a lock that may have had a grant lost in it waits:
+# one lock changes hands continuously with short leases (returned before
+# their flush), 1,000 other lock ids are idle; kill -9 of the postmaster.
+# The idle ids are granted within 1 s of the restart; the hot lock waits
+# no longer than its own bound (its lease, 2 s, plus the 2 s slack).
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time);
+use LockqTest;
+
+my $node = lockq_node('scoped');
+my $ttl = 2;
+my $slack = 2;
+
+# the 1,000 idle ids: taken and released once, long before the crash
+$node->safe_psql('postgres', q{
+	SELECT count(*) FROM generate_series(1, 1000) i
+	 WHERE lockq_release('idle:' || i, 'x', lockq_try('idle:' || i, 'x', '2 seconds'))});
+
+# two sessions hand the hot lock back and forth
+my @loop;
+for my $who (qw(a b))
+{
+	push @loop, start_waiter($node, "hot-$who", qq{
+		DO \$\$
+		DECLARE t bigint;
+		BEGIN
+			LOOP
+				t := lockq_get('hot', '$who', '$ttl seconds');
+				PERFORM lockq_release('hot', '$who', t);
+			END LOOP;
+		END \$\$;});
+}
+ok($node->poll_query_until('postgres', 'SELECT handoffs > 200 FROM lockq_stats'),
+	'the hot lock changes hands continuously');
+ok($node->poll_query_until('postgres',
+		q{SELECT string_agg(lock_id, ',') = 'hot' FROM lockq.unsettled}),
+	'it is unsettled, and only it: the idle ids have settled');
+my $hot_token = scalar_query($node,
+	q{SELECT max(token) FROM lockq_locks WHERE lock_id = 'hot'});
+
+crash_restart($node);
+my $t_up = time();
+end_session($_) for @loop;
+
+# every idle id, at once
+my ($rc, $out, $err) = $node->psql('postgres', q{
+	SELECT count(*) FROM generate_series(1, 1000) i
+	 WHERE lockq_try('idle:' || i, 'y', '1 minute') IS NOT NULL});
+my $t_idle = time() - $t_up;
+is($out, '1000', 'all 1,000 idle ids are granted after the crash') or diag($err);
+note sprintf('the idle ids were granted %.3f s after the restart', $t_idle);
+cmp_ok($t_idle, '<', 1, 'within 1 s of the restart');
+
+# the hot lock: delayed, for no longer than its bound
+my $left = scalar_query($node,
+	'SELECT extract(epoch FROM grace_until) - lockq_now() / 1000000.0 FROM lockq_stats');
+note "the hot lock is delayed for ${left}s more";
+is(scalar_query($node, 'SELECT delayed_locks FROM lockq_stats'), '1',
+	'one lock is delayed: the hot one');
+cmp_ok($left, '<=', $ttl + $slack, 'for no longer than its lease and the slack');
+is(scalar_query($node, q{SELECT lockq_try('hot', 'c') IS NULL}), 't',
+	'nothing is granted on it meanwhile');
+my $start = time();
+ok($node->poll_query_until('postgres', q{SELECT lockq_try('hot', 'c') IS NOT NULL}),
+	'then it is granted');
+my $waited = time() - $start;
+note sprintf('granted %.3f s later', $waited);
+cmp_ok($waited, '<', $ttl + $slack + 1, 'once its bound has passed');
+ok(scalar_query($node, q{SELECT token FROM lockq_locks WHERE lock_id = 'hot'}) > $hot_token,
+	'with a token above every one before the crash');
+
+$node->stop;
+done_testing();
