@@ -254,6 +254,10 @@ clean(char *buf, size_t len, const char *s)
 		strcpy(buf, "-");
 }
 
+/*
+ * pick_ttl: mostly short leases (they run out and pass on while the test
+ * goes on), some long ones (they outlive crashes and restarts).
+ */
 static int
 pick_ttl(Worker *w)
 {
@@ -261,7 +265,7 @@ pick_ttl(Worker *w)
 
 	if (p < 55)
 		return (int) rnd_range(w, 300, 1500);
-	if (p < 85)
+	if (p < 88)
 		return (int) rnd_range(w, 1500, 3000);
 	return (int) rnd_range(w, 4000, 8000);
 }
@@ -1013,7 +1017,7 @@ holder_step(Worker *w)
 	}
 	else if (c < 84 && w->kind != K_CW)
 		op_acquire(w, true);
-	else if (c < 87)
+	else if (c < 87 && w->ttl_ms <= 3000)
 		forget_grant(w);		/* abandoned: the lease runs out */
 	else if (c < 93)
 	{
@@ -1151,7 +1155,11 @@ lib_step(Worker *w)
 		else if (rc == LOCKQC_TIMEOUT || rc == LOCKQC_NOT_AVAILABLE)
 			op_end(w, &op, t, "fail", 0, lockqc_status_str(rc), NULL);
 		else
+		{
+			/* the library could not reach the server: do not spin */
 			op_end(w, &op, t, "info", 0, lockqc_status_str(rc), lockqc_errmsg(w->lc));
+			sleep_ms(rnd_range(w, 50, 200));
+		}
 		return;
 	}
 
