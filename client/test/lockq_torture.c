@@ -168,6 +168,20 @@ typedef struct Worker
 	long		n_ops, n_ok, n_fail, n_info, n_grants, n_writes, n_reconnects;
 } Worker;
 
+/*
+ * Tokens that ended recently (released, dropped, found dead), shared by all
+ * workers: after a reconnect every worker asks lockq_holds about the latest
+ * ones, the grants a crash is most likely to bring back.
+ */
+#define NRECENT		32
+static struct
+{
+	char		lock[16];
+	int64_t		token;
+}			recent[NRECENT];
+static int	nrecent;
+static pthread_mutex_t recent_mu = PTHREAD_MUTEX_INITIALIZER;
+
 static const char *conninfo;
 static int	nlocks = 3;
 static int64_t deadline_ns;
@@ -446,6 +460,12 @@ past_add(Worker *w, const char *lock, const char *owner, int64_t token,
 {
 	Past	   *p;
 
+	pthread_mutex_lock(&recent_mu);
+	snprintf(recent[nrecent % NRECENT].lock, sizeof(recent[0].lock), "%s", lock);
+	recent[nrecent % NRECENT].token = token;
+	nrecent++;
+	pthread_mutex_unlock(&recent_mu);
+
 	if (w->npast < NPAST)
 		p = &w->past[w->npast++];
 	else
@@ -481,7 +501,7 @@ conn_lost(Worker *w, const char *why)
 	w->pg = NULL;
 	if (w->kind == K_SESS)
 		forget_grant(w);
-	w->probe_burst = 3;
+	w->probe_burst = 4;
 }
 
 /*
@@ -842,6 +862,31 @@ op_now(Worker *w)
 		conn_lost(w, res.msg);
 }
 
+/*
+ * op_probe_recent asks lockq_holds about the k-th most recently ended token
+ * of any worker (k = 0: the latest).  False when there is none.
+ */
+static bool
+op_probe_recent(Worker *w, int k)
+{
+	char		lock[16];
+	int64_t		token = 0;
+
+	pthread_mutex_lock(&recent_mu);
+	if (k < nrecent && k < NRECENT)
+	{
+		int			i = (nrecent - 1 - k) % NRECENT;
+
+		snprintf(lock, sizeof(lock), "%s", recent[i].lock);
+		token = recent[i].token;
+	}
+	pthread_mutex_unlock(&recent_mu);
+	if (token == 0)
+		return false;
+	op_token_call(w, "holds", lock, NULL, token, 0);
+	return true;
+}
+
 /* op_probe asks about a token this worker held before. */
 static void
 op_probe(Worker *w)
@@ -1044,13 +1089,21 @@ sql_step(Worker *w)
 	if (w->pg == NULL && !sql_connect(w))
 		return;
 
-	if (w->probe_burst > 0 && w->npast > 0)
+	/*
+	 * After a reconnect: its own grant, its latest ended one, and the
+	 * latest ended ones of all workers.
+	 */
+	if (w->probe_burst > 0)
 	{
-		w->probe_burst--;
-		if (w->held)
+		int			k = w->probe_burst--;
+
+		if (k == 4 && w->held)
 			op_token_call(w, "holds", w->lock, NULL, w->token, 0);
-		else
-			op_probe(w);
+		else if (k == 4 && w->npast > 0)
+			op_token_call(w, "holds", w->past[w->npast - 1].lock, NULL,
+						  w->past[w->npast - 1].token, 0);
+		else if (k < 4)
+			op_probe_recent(w, 3 - k + (int) rnd_range(w, 0, 1));
 		return;
 	}
 	if (w->held)
