@@ -1062,8 +1062,15 @@ holder_step(Worker *w)
 	}
 	else if (c < 84 && w->kind != K_CW)
 		op_acquire(w, true);
-	else if (c < 87 && w->ttl_ms <= 3000)
-		forget_grant(w);		/* abandoned: the lease runs out */
+	else if (c < 87 && w->ttl_ms <= 3000 && w->kind != K_SESS)
+	{
+		/*
+		 * Abandoned: the lease runs out.  (Not for a session-bound grant:
+		 * its owner, the session, would get it back re-entrantly at its
+		 * next acquisition, under another ttl than the worker believes.)
+		 */
+		forget_grant(w);
+	}
 	else if (c < 93)
 	{
 		/* let the lease run out, then see */

@@ -288,26 +288,44 @@ sub check
 		$t->{c_lo} = $c_lo;
 		$t->{c_hi} = $first->{done};
 
-		# the holder's own reckoning: confirmed grants and renewals, in the
-		# order they were sent (e_at counts only those sent before a time)
+		# the holder's own reckoning, call by call in the order they were
+		# sent (one holder, one call at a time): a grant, a re-entrant
+		# acquisition or a holder's heartbeat extends the lease to at least
+		# inv + ttl; lockq_renew sets it to inv + ttl (it can shorten it);
+		# a renewal whose answer was lost may have done so.  e_at counts
+		# only the calls sent before a given time.
 		my @ext;
 		for my $op (@{ $t->{shows} }, grep {
-				$_->{f} eq 'renew' && $_->{type} eq 'ok' && ($_->{value} // '') eq 't'
-				  && ($_->{owner} // '') eq $t->{owner} && ($_->{lock} // '') eq $t->{lock}
+				$_->{f} eq 'renew' && ($_->{owner} // '') eq $t->{owner}
+				  && ($_->{lock} // '') eq $t->{lock}
+				  && !($_->{type} eq 'ok' && ($_->{value} // '') eq 'f')
 			} @{ $by_token{$T} // [] })
 		{
-			next unless defined $op->{ttl};
-			push @ext, [ $op->{inv}, $op->{inv} + $op->{ttl} * 1_000_000, $op ];
+			push @ext, $op if defined $op->{ttl};
 		}
-		@ext = sort { $a->[0] <=> $b->[0] } @ext;
-		my $best;
-		for my $x (@ext)
+		my ($lb, $lb_op, $max);
+		my @steps;
+		for my $op (sort { $a->{inv} <=> $b->{inv} } @ext)
 		{
-			$best = $x if !$best || $x->[1] > $best->[1];
-			push @$x, $best;    # [inv, end, op, the extension reaching furthest so far]
+			my $end = $op->{inv} + $op->{ttl} * 1_000_000;
+			if ($op->{f} ne 'renew')
+			{
+				($lb, $lb_op) = ($end, $op) if !defined $lb || $end > $lb;
+			}
+			elsif ($op->{type} eq 'ok')
+			{
+				($lb, $lb_op) = ($end, $op);
+			}
+			elsif (defined $lb && $end < $lb)
+			{
+				($lb, $lb_op) = ($end, $op);
+			}
+			next unless defined $lb;
+			push @steps, [ $op->{inv}, $lb, $lb_op ];
+			$max = $lb if !defined $max || $lb > $max;
 		}
-		$t->{ext} = \@ext;
-		$t->{reckon} = @ext ? $ext[-1][3][1] : undef;
+		$t->{ext} = \@steps;
+		$t->{reckon} = $max;
 
 		# the holder stops relying on it when it releases, unlocks or cancels
 		my ($rel, $rel_op);
@@ -587,8 +605,9 @@ sub check
 }
 
 # e_at(t, x) is the end of grant t by its holder's belief, counting only
-# the extensions sent before x: (time, why, the event that set it), or ()
-# when the holder could count on nothing.
+# the calls sent before x (x = 9**18: the furthest it ever reached): (time,
+# why, the event that set it), or () when the holder could count on
+# nothing.
 sub e_at
 {
 	my ($t, $x) = @_;
@@ -599,13 +618,24 @@ sub e_at
 	}
 	else
 	{
-		my $best;
-		for my $ext (@{ $t->{ext} })
+		my $step;
+		if ($x >= 9**18)
 		{
-			last if $ext->[0] >= $x;
-			$best = $ext->[3];
+			# the furthest the belief ever reached
+			for my $s (@{ $t->{ext} })
+			{
+				$step = $s if !$step || $s->[1] > $step->[1];
+			}
 		}
-		($e, $why, $op) = ($best->[1], 'its lease by its own reckoning', $best->[2]) if $best;
+		else
+		{
+			for my $s (@{ $t->{ext} })
+			{
+				last if $s->[0] >= $x;
+				$step = $s;
+			}
+		}
+		($e, $why, $op) = ($step->[1], 'its lease by its own reckoning', $step->[2]) if $step;
 	}
 	return () unless defined $e;
 	($e, $why, $op) = @{ $t->{cap} } if $t->{cap} && $t->{cap}[0] < $e;
