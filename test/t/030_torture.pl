@@ -228,13 +228,18 @@ sub inject
 		my $skip = int(rand(20));
 		if ($then eq 'guc')
 		{
-			$node->safe_psql('postgres',
-				"ALTER SYSTEM SET lockq.fault_points = '$name:$action'");
+			my ($okay, $out, $err) =
+			  sql_ok("ALTER SYSTEM SET lockq.fault_points = '$name:$action'");
+			if (!$okay)
+			{
+				note("lockq.fault_points: $err");
+				return undef;
+			}
 			crash_restart($node);
 			wait_point($name, 'fired')
 			  or note("$name:$action (recovery path) did not show as fired");
-			$node->safe_psql('postgres',
-				"ALTER SYSTEM RESET lockq.fault_points; SELECT pg_reload_conf()");
+			$node->safe_psql('postgres', 'ALTER SYSTEM RESET lockq.fault_points');
+			$node->safe_psql('postgres', 'SELECT pg_reload_conf()');
 			return "$name:$action on the recovery path (lockq.fault_points), crash";
 		}
 		my $a = $then eq 'fire' ? $action : 'wait';
