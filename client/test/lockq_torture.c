@@ -186,7 +186,6 @@ static const char *conninfo;
 static int	nlocks = 3;
 static int64_t deadline_ns;
 static volatile sig_atomic_t stop_flag;
-static pthread_mutex_t out_mu = PTHREAD_MUTEX_INITIALIZER;
 
 /* ---------------------------------------------------------------------
  * Small helpers
@@ -454,6 +453,10 @@ fmt_ms(char *buf, size_t len, int ms)
 	snprintf(buf, len, "%d milliseconds", ms);
 }
 
+/*
+ * past_add remembers a grant this worker held (for its own probes) and puts
+ * its token in the shared list of recently ended ones.
+ */
 static void
 past_add(Worker *w, const char *lock, const char *owner, int64_t token,
 		 int ttl_ms)
@@ -1090,6 +1093,10 @@ holder_step(Worker *w)
 		sleep_ms(rnd_range(w, 10, 200));
 }
 
+/*
+ * sql_step makes one call of an SQL worker (own, sess, cw): probes after a
+ * reconnect first, then holder, waiter or idle steps by its state.
+ */
 static void
 sql_step(Worker *w)
 {
@@ -1157,6 +1164,11 @@ sql_step(Worker *w)
  * The liblockq worker
  * --------------------------------------------------------------------- */
 
+/*
+ * lib_step makes one call of the liblockq worker: connect (the library
+ * reconnects by itself afterwards), lock or trylock, check lockqc_held and
+ * write under the fence a few times, unlock.
+ */
 static void
 lib_step(Worker *w)
 {
@@ -1307,6 +1319,7 @@ finish(Worker *w)
 	w->pg = NULL;
 }
 
+/* worker_main runs one worker's steps until the time is up. */
 static void *
 worker_main(void *arg)
 {
@@ -1476,7 +1489,6 @@ main(int argc, char **argv)
 	for (i = 0; i < nworkers; i++)
 		pthread_join(threads[i], NULL);
 
-	pthread_mutex_lock(&out_mu);
 	for (i = 0; i < nworkers; i++)
 	{
 		Worker	   *w = &workers[i];
@@ -1492,7 +1504,6 @@ main(int argc, char **argv)
 	}
 	printf("# total: %ld calls, %ld info, %ld grants, %ld fenced writes\n",
 		   tot_ops, tot_info, tot_grants, tot_writes);
-	pthread_mutex_unlock(&out_mu);
 	free(workers);
 	return 0;
 }
