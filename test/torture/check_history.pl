@@ -438,8 +438,36 @@ sub check
 	# grants shown as new after their death are also covered above (T as a
 	# grant after a larger token was shown)
 
-	# outlived leases (not a violation: the downtime after a crash does not
-	# count against a lease; reported as a number)
+	# Leases longer than asked (not violations; counted, and the first few
+	# printed as notes).  outlived: lockq_holds = t after the holder's own
+	# reckoning (a blocking lockq_get's lease starts when it is granted).
+	# stretched: lockq_holds = t after the latest end any acknowledged call
+	# could have set (answer + ttl), when no call with an unknown outcome
+	# could have extended it: the server counted the lease longer than
+	# asked (after a crash: the downtime does not count against it).
+	for my $T (keys %tok)
+	{
+		my $t = $tok{$T};
+		next if $t->{lib};
+		my $ub;
+		for my $op (@{ $by_owner{"$t->{owner}\0$t->{lock}"} // [] })
+		{
+			next if $op->{done} < $t->{c_lo};
+			next unless $ACQ_F{ $op->{f} } || $op->{f} eq 'heartbeat' || $op->{f} eq 'renew';
+			next if $op->{f} eq 'renew' && ($op->{token} // 0) != $T;
+			if ($op->{type} ne 'ok')
+			{
+				$ub = 9**18;    # may have extended it at any time
+				last;
+			}
+			next unless defined $op->{ttl};
+			my $v = $op->{value} // '';
+			next unless $v eq 't' || $v eq $T;
+			my $end = $op->{done} + $op->{ttl} * 1_000_000;
+			$ub = $end if !defined $ub || $end > $ub;
+		}
+		$t->{ub} = $ub;
+	}
 	for my $op (@ops)
 	{
 		next unless ($op->{f} eq 'holds' || $op->{f} eq 'fholds') && $op->{type} eq 'ok';
@@ -447,6 +475,14 @@ sub check
 		my $t = $tok{ $op->{token} } or next;
 		$stats{holds_true}++;
 		$stats{outlived}++ if defined $t->{reckon} && $op->{inv} > $t->{reckon};
+		if (defined $t->{ub} && $op->{inv} > $t->{ub} + 1_000_000)
+		{
+			$stats{stretched}++;
+			push @{ $h->{notes} },
+			  sprintf('NOTE stretched: lockq_holds(%s) on %s = t at %s, %.3f s after the latest end its calls could have set (%s)',
+				$op->{token}, $t->{lock}, ts($op->{inv}), ($op->{inv} - $t->{ub}) / 1e9, ts($t->{ub}))
+			  if ($stats{stretched} <= 5);
+		}
 	}
 
 	# --- I2: belief ends against the next grants ------------------------
@@ -743,6 +779,7 @@ sub run_files
 	$T0 = (sort { $a <=> $b } @times)[0] // 0;
 	my ($v, $stats) = check($h, $faults, $final);
 	report($v, $h, $faults, $max, $context);
+	print "$_\n" for @{ $h->{notes} // [] };
 	my %codes;
 	$codes{ $_->{code} }++ for @$v;
 	print "SUMMARY ", (%codes ? join(' ', map { "$_=$codes{$_}" } sort keys %codes) : 'no violations'), "\n";
