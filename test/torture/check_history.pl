@@ -80,6 +80,12 @@ sub read_histories
 		my $base = basename($file);
 		while (my $line = <$fh>)
 		{
+			# a workload that was killed may leave half a line at the end
+			if ($line !~ /\n\z/ && eof($fh))
+			{
+				print STDERR "$base:$.: ignoring a truncated last line\n";
+				last;
+			}
 			chomp $line;
 			if ($line =~ /^#\s*expect:\s*(.*?)\s*$/)
 			{
