@@ -24,6 +24,7 @@ use IPC::Run;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use Digest::MD5 qw(md5);
 use Time::HiRes qw(clock_gettime CLOCK_MONOTONIC);
 use LockqTest;
 
@@ -79,7 +80,18 @@ if (!-x $prog)
 my $seconds = $ENV{LOCKQ_TORTURE_SECONDS} || 40;
 my $seed = ($ENV{LOCKQ_TORTURE_SEED} // "") =~ /^(\d+)$/ ? $1 : int(rand(2**31));
 diag("torture seed $seed, $seconds s (LOCKQ_TORTURE_SEED=$seed LOCKQ_TORTURE_SECONDS=$seconds)");
-srand($seed);
+
+# rnd(n): the nemesis' choices, a number in [0, n) from the seed and a
+# counter (Perl's rand after srand repeats itself visibly with this few
+# draws between choices).
+my $draws = 0;
+
+sub rnd
+{
+	my ($n) = @_;
+	my ($x) = unpack('N', md5("$seed/" . $draws++));
+	return int($x / 4294967296 * $n);
+}
 
 # --- the checker can fail -------------------------------------------------------
 {
@@ -217,15 +229,15 @@ sub inject
 			SELECT pid || ' ' || application_name FROM pg_stat_activity
 			 WHERE application_name LIKE 'torture_w%' ORDER BY application_name, pid});
 		return undef unless @c;
-		my ($pid, $app) = split / /, $c[ int(rand(@c)) ];
+		my ($pid, $app) = split / /, $c[ rnd(scalar @c) ];
 		$node->safe_psql('postgres', "SELECT pg_terminate_backend($pid)");
 		return "pg_terminate_backend of client $app ($pid)";
 	}
 	if ($kind eq 'point')
 	{
 		return undef unless $have_points;
-		my ($name, $action, $arg, $then) = @{ $POINTS[ int(rand(@POINTS)) ] };
-		my $skip = int(rand(20));
+		my ($name, $action, $arg, $then) = @{ $POINTS[ rnd(scalar @POINTS) ] };
+		my $skip = rnd(20);
 		if ($then eq 'guc')
 		{
 			my ($okay, $out, $err) =
@@ -289,7 +301,7 @@ sub pick_fault
 {
 	my $total = 0;
 	$total += $FAULTS{$_} for sort keys %FAULTS;
-	my $r = rand($total);
+	my $r = rnd($total);
 	for my $k (sort keys %FAULTS)
 	{
 		return $k if ($r -= $FAULTS{$k}) < 0;
@@ -328,7 +340,7 @@ while (mono_ns() < $stop_at)
 	print $nem "$t0\t$t1\t$kind\t$what\n";
 	note(sprintf('%.1f s: %s', ($t0 - $start) / 1e9, $what));
 	# between faults the clients must make progress again (a random amount)
-	last unless progress($base, 3 + int(rand(15)), "after $what");
+	last unless progress($base, 3 + rnd(15), "after $what");
 }
 
 $work->finish;
