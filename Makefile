@@ -99,6 +99,14 @@ bench:
 fuzz:
 	$(MAKE) -C client/fuzz PG_CONFIG=$(PG_CONFIG) run
 
+# The randomized crash test (test/t/030_torture.pl, which make test runs for
+# 40 s) for as long as asked: make torture SECONDS=600 [SEED=n].  Like
+# check-tap, against the installed build, as a user PostgreSQL runs as.
+.PHONY: torture
+torture:
+	LOCKQ_TORTURE_SECONDS=$(or $(SECONDS),600) LOCKQ_TORTURE_SEED=$(SEED) \
+	  $(MAKE) check-tap PROVE_TESTS=test/t/030_torture.pl
+
 # Ten minutes (SOAK_SECONDS) of contention, not part of make test; see
 # test/soak.sh for what it checks and the bounds.
 .PHONY: soak
