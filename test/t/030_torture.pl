@@ -37,8 +37,8 @@ my %FAULTS = (
 	term_client => 3,    # pg_terminate_backend of a random client backend
 	point => 4,);        # an injection point from @POINTS
 
-# Injection points (test builds with -DLOCKQ_FAULT_INJECTION and
-# test/sql/lockq_fault.sql).  then:
+# Injection points (the test build, -DLOCKQ_FAULT_INJECTION, with
+# test/sql/lockq_fault.sql; src/lockq_worker.c names them).  then:
 #   fire   arm it (after a random number of hits) and wait until it fired
 #   crash  arm 'wait', wait until the lock server is parked there, kill -9
 #   wake   arm 'wait', wait until it is parked and clients wait for it, wake
@@ -52,12 +52,16 @@ my @POINTS = (
 	[ 'batch-after-commit',   'error', 0,   'fire' ],
 	[ 'batch-after-commit',   'fatal', 0,   'fire' ],
 	[ 'batch-after-commit',   'wait',  0,   'crash' ],
-	[ 'batch-before-publish', 'fatal', 0,   'fire' ],
-	[ 'batch-before-publish', 'wait',  0,   'crash' ],
-	[ 'batch-before-publish', 'wait',  0,   'wake' ],
+	[ 'batch-after-commit',   'wait',  0,   'wake' ],
+	[ 'batch-after-commit',   'panic', 0,   'fire' ],
+	[ 'batch-after-publish',  'fatal', 0,   'fire' ],
+	[ 'batch-start',          'wait',  0,   'wake' ],
 	[ 'batch-apply',          'error', 0,   'fire' ],
-	[ 'durable-wait',         'sleep', 300, 'fire' ],
-	[ 'durable-wait',         'wait',  0,   'crash' ],
+	[ 'batch-apply',          'fatal', 0,   'fire' ],
+	[ 'commit-durable-wait',  'sleep', 300, 'fire' ],
+	[ 'commit-durable-wait',  'wait',  0,   'crash' ],
+	[ 'commit-durable-wait',  'fatal', 0,   'fire' ],
+	[ 'recover-start',        'error', 0,   'guc' ],
 	[ 'recover-after-owners', 'fatal', 0,   'guc' ],
 	[ 'recover-after-queue',  'error', 0,   'guc' ],);
 
@@ -152,9 +156,17 @@ my $have_points = 0;
 	my ($ret, $out) = $node->psql('postgres',
 		q{SELECT to_regproc('lockq_fault_arm') IS NOT NULL AND count(*) >= 0 FROM lockq_faults()});
 	$have_points = ($ret == 0 && $out eq 't');
-	note($have_points
-		? 'injection points available'
-		: 'no injection points in this build: those faults are skipped');
+	# make test builds the test build: there, no points is a failure
+	if ($ENV{LOCKQ_MAKE_TEST})
+	{
+		ok($have_points, 'this build has the injection points (FAULT_INJECTION=1)');
+	}
+	else
+	{
+		note($have_points
+			? 'injection points available'
+			: 'no injection points in this build: those faults are skipped');
+	}
 }
 
 sub mono_ns

@@ -59,7 +59,8 @@ my %NAME = (
 	I3D => 'I3 token reissued',
 	I3O => 'I3 tokens not increasing',
 	I3N => 'I3 lockq_now() went back',
-	I4 => 'I4 FIFO order',);
+	I4 => 'I4 FIFO order',
+	LEASE => 'lease longer than asked',);
 
 my %GRANT_F = map { $_ => 1 } qw(get try enqueue heartbeat lock trylock);
 my %ACQ_F = map { $_ => 1 } qw(get try enqueue lock trylock);
@@ -444,13 +445,14 @@ sub check
 	# grants shown as new after their death are also covered above (T as a
 	# grant after a larger token was shown)
 
-	# Leases longer than asked (not violations; counted, and the first few
-	# printed as notes).  outlived: lockq_holds = t after the holder's own
-	# reckoning (a blocking lockq_get's lease starts when it is granted).
-	# stretched: lockq_holds = t after the latest end any acknowledged call
-	# could have set (answer + ttl), when no call with an unknown outcome
-	# could have extended it: the server counted the lease longer than
-	# asked (after a crash: the downtime does not count against it).
+	# Leases longer than asked.  outlived (counted, not a violation):
+	# lockq_holds = t after the holder's own reckoning (a blocking
+	# lockq_get's lease starts when it is granted, after its invoke).
+	# LEASE (a violation): lockq_holds = t more than 5 ms after the latest
+	# end any acknowledged call could have set (answer + ttl), when no call
+	# with an unknown outcome could have extended it: the server counted
+	# the lease longer than asked (a restart or crash carried it over its
+	# downtime, say).
 	for my $T (keys %tok)
 	{
 		my $t = $tok{$T};
@@ -481,13 +483,13 @@ sub check
 		my $t = $tok{ $op->{token} } or next;
 		$stats{holds_true}++;
 		$stats{outlived}++ if defined $t->{reckon} && $op->{inv} > $t->{reckon};
-		if (defined $t->{ub} && $op->{inv} > $t->{ub} + 1_000_000)
+		if (defined $t->{ub} && $op->{inv} > $t->{ub} + 5_000_000)
 		{
 			$stats{stretched}++;
-			push @{ $h->{notes} },
-			  sprintf('NOTE stretched: lockq_holds(%s) on %s = t at %s, %.3f s after the latest end its calls could have set (%s)',
-				$op->{token}, $t->{lock}, ts($op->{inv}), ($op->{inv} - $t->{ub}) / 1e9, ts($t->{ub}))
-			  if ($stats{stretched} <= 5);
+			$viol->('LEASE',
+				sprintf('lockq_holds(%s) on %s = t at %s, %.3f s after the latest end its calls could have set (%s)',
+					$op->{token}, $t->{lock}, ts($op->{inv}), ($op->{inv} - $t->{ub}) / 1e9, ts($t->{ub})),
+				$op);
 		}
 	}
 
