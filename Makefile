@@ -13,6 +13,8 @@
 #                           memory bounds (SOAK_SECONDS=120 for a short run)
 #   make fuzz               fuzz the client's input parsers with libFuzzer
 #                           (clang), FUZZ_SECONDS (default 60) per target
+#   make torture            the randomized crash test for SECONDS (default
+#                           600) with SEED (default random)
 
 EXTENSION = lockq
 MODULE_big = lockq
@@ -100,11 +102,16 @@ fuzz:
 	$(MAKE) -C client/fuzz PG_CONFIG=$(PG_CONFIG) run
 
 # The randomized crash test (test/t/030_torture.pl, which make test runs for
-# 40 s) for as long as asked: make torture SECONDS=600 [SEED=n].  Like
-# check-tap, against the installed build, as a user PostgreSQL runs as.
-.PHONY: torture
+# 40 s) for as long as asked: make torture SECONDS=600 [SEED=n].  Like make
+# test, it builds and installs the test build first (as root: and runs the
+# server as an unprivileged user); check-torture is the test alone.
+.PHONY: torture check-torture
 torture:
-	LOCKQ_TORTURE_SECONDS=$(or $(SECONDS),600) LOCKQ_TORTURE_SEED=$(SEED) \
+	LOCKQ_TEST_SUITES=torture LOCKQ_TORTURE_SECONDS=$(or $(SECONDS),600) \
+	  LOCKQ_TORTURE_SEED=$(SEED) ./test/run-tests.sh
+check-torture:
+	LOCKQ_TORTURE_SECONDS=$(or $(LOCKQ_TORTURE_SECONDS),$(SECONDS),600) \
+	  LOCKQ_TORTURE_SEED=$(or $(LOCKQ_TORTURE_SEED),$(SEED)) \
 	  $(MAKE) check-tap PROVE_TESTS=test/t/030_torture.pl
 
 # Ten minutes (SOAK_SECONDS) of contention, not part of make test; see

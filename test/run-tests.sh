@@ -8,7 +8,9 @@
 # copy of the tree.  As another user it assumes the packages are there and
 # that it may write to PostgreSQL's extension directories (or has sudo).
 #
-# LOCKQ_TEST_SUITES limits the run: any of "regress isolation tap".
+# LOCKQ_TEST_SUITES limits the run: any of "regress isolation tap", or
+# "torture" (make torture: the randomized crash test alone, for
+# LOCKQ_TORTURE_SECONDS with LOCKQ_TORTURE_SEED).
 
 set -euo pipefail
 
@@ -44,6 +46,7 @@ for s in $SUITES; do
 		regress) targets+=(check-regress) ;;
 		isolation) targets+=(check-isolation) ;;
 		tap) targets+=(check-tap) ;;
+		torture) targets+=(check-torture) ;;
 		*) echo "unknown suite $s" >&2; exit 2 ;;
 	esac
 done
@@ -54,7 +57,9 @@ if [ "$(id -u)" -eq 0 ]; then
 	rsync -a --exclude .git "$here/" "$work/"
 	chown -R "$TESTUSER": "$work"
 	log "running ${SUITES} as $TESTUSER in $work"
-	if ! runuser -u "$TESTUSER" -- env LOCKQ_MAKE_TEST=1 make -C "$work" PG_CONFIG="$PG_CONFIG" FAULT_INJECTION=1 "${targets[@]}"; then
+	if ! runuser -u "$TESTUSER" -- env LOCKQ_MAKE_TEST=1 \
+		LOCKQ_TORTURE_SECONDS="${LOCKQ_TORTURE_SECONDS:-}" LOCKQ_TORTURE_SEED="${LOCKQ_TORTURE_SEED:-}" \
+		make -C "$work" PG_CONFIG="$PG_CONFIG" FAULT_INJECTION=1 "${targets[@]}"; then
 		show_failures "$work"
 		log "FAILED (work tree kept in $work)"
 		exit 1
