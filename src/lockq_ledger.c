@@ -28,9 +28,10 @@
  *	  other lock is exactly as its last flushed batch left it, and is
  *	  available at once.  An end by the passing of time needs nothing: the
  *	  row's lease end is durable, and the clock never goes back.
- *	- A lock that has been quiet for LQ_UNSETTLED_SLACK_US settles: its row
- *	  is deleted, in any batch (WAL is sequential: if the delete survives a
- *	  crash, so did everything it covered).
+ *	- A lock settles once everything shown relying on its row is flushed and
+ *	  it has been quiet for LQ_UNSETTLED_SLACK_US: the row is deleted, in
+ *	  any batch (WAL is sequential: if the delete survives a crash, so did
+ *	  everything it covered).
  *
  * Everything here runs in the lock server, inside its batch transaction.
  * What a batch changes in memory is undone if it fails (lq_ledger_discard).
@@ -44,6 +45,8 @@
  */
 #include "postgres.h"
 
+#include "access/xact.h"
+#include "access/xlog.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
 
@@ -68,6 +71,9 @@ typedef struct LqMarker
 	int64		hold_token;
 	int64		hold_until;
 	int64		last_change;	/* last change shown relying on it */
+	XLogRecPtr	last_lsn;		/* the commit of the last batch that relied
+								 * on it: once that is flushed, nothing it
+								 * covers can be lost any more */
 } LqMarker;
 
 /* A marker as it was before the batch changed it. */
@@ -89,6 +95,7 @@ static int64 lq_pending_token = 0;	/* token ceiling likewise */
 static bool lq_file_dirty = false;
 static bool lq_stopping = false;
 static List *lq_undo = NIL;		/* of LqMarkerUndo, in lq_ledger_cxt */
+static List *lq_relied = NIL;	/* lock ids whose markers this batch relied on */
 
 /*
  * lq_markers_reset forgets the unsettled locks (their rows stay).
@@ -129,6 +136,7 @@ lq_ledger_begin(void)
 	lq_file_dirty = false;
 	lq_stopping = false;
 	lq_undo = NIL;
+	lq_relied = NIL;
 	MemoryContextReset(lq_ledger_cxt);
 }
 
@@ -179,10 +187,20 @@ lq_ledger_prepare_commit(void)
 void
 lq_ledger_committed(void)
 {
+	ListCell   *lc;
+
 	if (lq_pending_clock > 0)
 		lq_clock_publish_ceiling(lq_pending_clock);
 	if (lq_pending_token > lq_shared->token_ceiling)
 		lq_shared->token_ceiling = lq_pending_token;
+	foreach(lc, lq_relied)
+	{
+		LqMarker   *m = hash_search(lq_markers, lfirst(lc), HASH_FIND, NULL);
+
+		if (m != NULL)
+			m->last_lsn = XactLastCommitEnd;
+	}
+	lq_relied = NIL;
 	lq_undo = NIL;
 	MemoryContextReset(lq_ledger_cxt);
 	lq_file_dirty = false;
@@ -248,10 +266,25 @@ lq_marker_touch(const char *lock_id, bool create)
 		m->hold_token = 0;
 		m->hold_until = 0;
 		m->last_change = 0;
+		m->last_lsn = InvalidXLogRecPtr;
 	}
 	lq_undo = lappend(lq_undo, u);
 	MemoryContextSwitchTo(old);
 	return m;
+}
+
+/*
+ * lq_marker_relied notes that this batch shows a change relying on the
+ * lock's marker: the marker may settle only once this batch is flushed.
+ */
+static void
+lq_marker_relied(LqMarker *m, int64 now)
+{
+	MemoryContext old = MemoryContextSwitchTo(lq_ledger_cxt);
+
+	m->last_change = now;
+	lq_relied = lappend(lq_relied, pstrdup(m->lock_id));
+	MemoryContextSwitchTo(old);
 }
 
 static void
@@ -298,12 +331,12 @@ lq_ledger_lease_shown(const char *lock_id, int64 expires, int64 lease_us,
 	m = hash_search(lq_markers, lock_id, HASH_FIND, NULL);
 	if (m != NULL && m->until >= expires)
 	{
-		m->last_change = now;
+		lq_marker_relied(m, now);
 		return;
 	}
 	m = lq_marker_touch(lock_id, true);
 	m->until = expires + LQ_UNSETTLED_SLACK_US;
-	m->last_change = now;
+	lq_marker_relied(m, now);
 	lq_marker_write(m);
 	lq_flush = true;
 }
@@ -332,12 +365,12 @@ lq_ledger_end_shown(const char *lock_id, int64 ttl, int64 now)
 	m = hash_search(lq_markers, lock_id, HASH_FIND, NULL);
 	if (m != NULL && m->fence_ttl >= ttl)
 	{
-		m->last_change = now;
+		lq_marker_relied(m, now);
 		return;
 	}
 	m = lq_marker_touch(lock_id, true);
 	m->fence_ttl = max_grace;
-	m->last_change = now;
+	lq_marker_relied(m, now);
 	lq_marker_write(m);
 	lq_flush = true;
 }
@@ -362,8 +395,12 @@ lq_ledger_hold_lifted(const char *lock_id)
 
 /*
  * lq_ledger_settle_markers settles the unsettled locks that have been
- * quiet long enough: none of their leases shown unflushed is left, and no
- * end was shown for LQ_UNSETTLED_SLACK_US.  Their rows are deleted in this
+ * quiet long enough: everything shown relying on them is flushed by now
+ * (WAL is sequential: once the last batch that relied on a marker is
+ * flushed, nothing it covers can be lost), and nothing was shown relying
+ * on them for LQ_UNSETTLED_SLACK_US (so that a busy lock does not settle
+ * and need a flush to become unsettled again at once).  A delay still
+ * running after a restart keeps its lock.  Their rows are deleted in this
  * batch, flushed or not (see the top of the file).  Runs at most every
  * LQ_SETTLE_PERIOD_US.
  */
@@ -374,15 +411,18 @@ lq_ledger_settle_markers(int64 now)
 	LqMarker   *m;
 	List	   *done = NIL;
 	ListCell   *lc;
+	XLogRecPtr	flushed;
 
 	if (now < lq_next_settle)
 		return;
 	lq_next_settle = now + LQ_SETTLE_PERIOD_US;
+	flushed = GetFlushRecPtr(NULL);
 	hash_seq_init(&seq, lq_markers);
 	while ((m = hash_seq_search(&seq)) != NULL)
 	{
-		if (m->until < now && m->delay_until <= now && m->hold_until <= now &&
-			(m->fence_ttl == 0 || now - m->last_change >= LQ_UNSETTLED_SLACK_US))
+		if (m->delay_until <= now && m->hold_until <= now &&
+			now - m->last_change >= LQ_UNSETTLED_SLACK_US &&
+			m->last_lsn <= flushed)
 			done = lappend(done, pstrdup(m->lock_id));
 	}
 	foreach(lc, done)
@@ -587,6 +627,7 @@ lq_load_marker(const LqUnsettledRow *row, void *arg)
 	m->hold_token = row->hold_token;
 	m->hold_until = row->hold_until;
 	m->last_change = 0;
+	m->last_lsn = InvalidXLogRecPtr;
 	if (row->delay_until > 0 || row->hold_until > 0)
 	{
 		LqDelay    *d = palloc(sizeof(LqDelay));

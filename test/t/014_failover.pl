@@ -220,9 +220,11 @@ cmp_ok($delay_left, '<=', 8 + 2 + 5 + 0.5,
 	'and is no longer than lockq.max_grace + 2 s + the 5 s clock reserve');
 like(slurp_file($standby->logfile), qr/the time the server was down is not known/,
 	'the new primary logs that it cannot know how long the old one was down');
-is(scalar_query($standby,
+# (FH's holder, the library client, may have renewed it already, which
+# lifts its lock's wait)
+like(scalar_query($standby,
 		q{SELECT string_agg(lock_id, ',' ORDER BY lock_id) FROM lockq.unsettled WHERE hold_until > 0}),
-	join(',', sort qw(A B C D FH late short)),
+	qr/^A,B,C,D,(FH,)?late,short$/,
 	'every held lock waits as long as its holder may count on it');
 
 ok($now > $last_now, 'lockq_now() on the new primary is above every value read on the old one');
