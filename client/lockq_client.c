@@ -2429,6 +2429,27 @@ lockqc_disconnect(lockqc_conn *c)
 	}
 }
 
+/*
+ * lockqc_forget drops the application's handle and sends nothing: the
+ * grant is left to whoever else holds it under the same owner (takes
+ * c->mu).
+ */
+void
+lockqc_forget(lockqc_handle *h)
+{
+	lockqc_conn *c;
+
+	if (h == NULL)
+		return;
+	c = h->c;
+	pthread_mutex_lock(&c->mu);
+	lqc_disarm(c, h);
+	atomic_store(&h->state, LQC_DONE);
+	lqc_unlink(c, h);
+	pthread_mutex_unlock(&c->mu);
+	lqc_unref(h);
+}
+
 int64_t
 lockqc_token(const lockqc_handle *h)
 {

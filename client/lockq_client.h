@@ -171,6 +171,15 @@ extern int	lockqc_trylock(lockqc_conn *c, const char *lock_id,
  */
 extern int	lockqc_unlock(lockqc_handle *h);
 
+/**
+ * Frees the handle without releasing the lock: the grant stays on the
+ * server until its lease ends or another handle (or process) with the same
+ * owner releases it.  For a nested acquisition of a grant that an
+ * enclosing holder with the same owner releases (the server's re-entrancy
+ * is not counted).
+ */
+extern void lockqc_forget(lockqc_handle *h);
+
 /** The grant's fencing token. */
 extern int64_t lockqc_token(const lockqc_handle *h);
 
