@@ -2283,8 +2283,8 @@ lqc_acquire(lockqc_conn *c, const char *lock_id, const lockqc_opts *opts,
 	}
 	if (rc == LOCKQC_OK)
 		h->returned = true;
-	else
-		lqc_give_up(c, h, true);
+	else						/* (a stalled connection: no waiting) */
+		lqc_give_up(c, h, rc == LOCKQC_TIMEOUT || rc == LOCKQC_CANCELLED);
 	lqc_leave(c);
 	pthread_mutex_unlock(&c->mu);
 	if (rc != LOCKQC_OK)

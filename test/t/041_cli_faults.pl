@@ -1,0 +1,247 @@
+# lockq run as a cluster-wide flock(1) under faults (issue 10): the command
+# runs in a process group of its own and the whole group is stopped (none
+# of it outlives the lock); kill -9 of lockq takes the command's group
+# with it; when renewals fail (a proxy black-holes the connection) the
+# command is dead before the lease can end, so the next holder never runs
+# beside it; one Ctrl-C reaches the command once; a nested run with the
+# same owner does not release the outer grant; exit codes and messages;
+# flock's switches; lockq force-release; lockq status's exit code.
+use strict;
+use warnings;
+
+use IPC::Run;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time);
+use LockqTest;
+use LockqProxy;
+
+my $lockq = "$ENV{TESTDIR}/client/lockq";
+if (!-x $lockq)
+{
+	die "$lockq not built" if $ENV{LOCKQ_MAKE_TEST};
+	plan skip_all => "$lockq not built";
+}
+
+my $node = lockq_node('clifaults', conf => "listen_addresses = '127.0.0.1'\n");
+my $conn = $node->connstr('postgres');
+my $port = $node->port;
+my $dir = PostgreSQL::Test::Utils::tempdir();
+my $timeout = $PostgreSQL::Test::Utils::timeout_default;
+
+sub lockq
+{
+	my @args = @_;
+	my ($out, $err) = ('', '');
+	IPC::Run::run([ $lockq, @args ], '>', \$out, '2>', \$err, IPC::Run::timeout($timeout));
+	return ($? >> 8, $out, $err);
+}
+
+sub start_lockq
+{
+	my ($outref, $errref, @args) = @_;
+	return IPC::Run::start([ $lockq, @args ], '>', $outref, '2>', $errref,
+		IPC::Run::timeout($timeout));
+}
+
+# gone(pgid): no process is left in the group
+sub group_gone
+{
+	my ($pgid) = @_;
+	return kill(0, -$pgid) == 0;
+}
+
+# wait_gone(pgid): polls (10 ms) until the group is empty; false on timeout
+sub wait_gone
+{
+	my ($pgid) = @_;
+	my $end = time() + $timeout;
+	while (time() < $end)
+	{
+		return 1 if group_gone($pgid);
+		select(undef, undef, undef, 0.01);
+	}
+	return 0;
+}
+
+# --- 1. the whole process group is stopped on a lost lease ------------------
+{
+	my ($o, $e) = ('', '');
+	my $log = "$dir/pg1.log";
+	my $h = start_lockq(\$o, \$e, 'run', '-d', $conn, '--grace', '500ms', 'K1', '--',
+		'sh', '-c', "echo pgid \$\$; (while :; do date >> $log; sleep .2; done); :");
+	$h->pump until $o =~ /pgid (\d+)/;
+	my $pgid = $1;
+	$node->poll_query_until('postgres', "SELECT count(*) = 1 FROM lockq_locks WHERE lock_id = 'K1'");
+	ok(!group_gone($pgid), 'the command and its subshell run');
+	scalar_query($node, "SELECT lockq_force_release('K1')");
+	$h->finish;
+	is(($h->results)[0], 76, 'lease lost: 76');
+	ok(group_gone($pgid), 'when lockq exits, nothing of the command\'s process group is left (the subshell too)')
+	  or kill('KILL', -$pgid);
+}
+
+# ... and what a command leaves running in its group when it exits is
+# stopped before the lock is released
+{
+	my ($rc, $out, $err) = lockq('run', '-d', $conn, '--grace', '500ms', 'K1b', '--',
+		'sh', '-c', 'echo pgid $$; (trap "" TERM; while :; do sleep .1; done) & exit 0');
+	my ($pgid) = $out =~ /pgid (\d+)/;
+	is($rc, 0, 'a command that leaves a background job: its own exit status');
+	ok(group_gone($pgid), 'the job (which ignores SIGTERM) was killed before lockq exited')
+	  or kill('KILL', -$pgid);
+	like($err, qr/left processes in its group/, 'lockq says so');
+}
+
+# --- 2. kill -9 of lockq: the command's group dies with it ---------------------
+{
+	my ($o, $e) = ('', '');
+	my $h = start_lockq(\$o, \$e, 'run', '-d', $conn, 'K2', '--',
+		'sh', '-c', 'echo pgid $$; (while :; do sleep .1; done) & while :; do sleep .1; done');
+	$h->pump until $o =~ /pgid (\d+)/;
+	my $pgid = $1;
+	my $lockq_pid = $h->{KIDS}[0]{PID};
+	ok(!group_gone($pgid), 'the command runs');
+	kill 'KILL', $lockq_pid;
+	$h->finish;
+	ok(wait_gone($pgid), 'after kill -9 of lockq, the command and its background job are gone')
+	  or kill('KILL', -$pgid);
+	scalar_query($node, "SELECT lockq_force_release('K2')");
+}
+
+# --- 3. renewals fail: dead before the lease can end --------------------------
+{
+	my ($ppid, $pport) = start_proxy($port);
+	my $via_proxy = "host=127.0.0.1 port=$pport dbname=postgres connect_timeout=2";
+	my $alog = "$dir/a.log";
+	my ($ao, $ae, $bo, $be) = ('', '', '', '');
+	# A ignores SIGTERM: only the SIGKILL at deadline - margin stops it
+	my $a = start_lockq(\$ao, \$ae, 'run', '-d', $via_proxy, '--ttl', '3s', '--grace', '500ms',
+		'--margin', '300ms', 'K3', '--',
+		'sh', '-c', "trap '' TERM; echo running; while :; do echo A \$(date +%s%N) >> $alog; sleep .02; done");
+	$a->pump until $ao =~ /running/;
+	my $t_hole = time();
+	kill 'USR1', $ppid;		# the connection goes silent, no reset
+	# B waits directly; it gets the lock once the server ends A's lease
+	my $b = start_lockq(\$bo, \$be, 'run', '-d', $conn, 'K3', '--',
+		'sh', '-c', 'echo B $(date +%s%N)');
+	$b->finish;
+	$a->finish;
+	is(($a->results)[0], 76, 'A: renewals failed: 76');
+	like($ae, qr/could not be renewed.*stopping the command/, 'A: lockq says why');
+	is(($b->results)[0], 0, 'B ran');
+	my ($b_start) = $bo =~ /^B (\d+)$/m;
+	my @a_times = map { /^A (\d+)$/ ? $1 : () } split /\n/, slurp_file($alog);
+	my $a_last = $a_times[-1];
+	ok($a_last < $b_start, 'A\'s command wrote its last line before B\'s command started');
+	note sprintf('A last wrote %.0f ms before B started; A stopped %.1f s after the network went silent',
+		($b_start - $a_last) / 1e6, $a_last / 1e9 - $t_hole);
+	stop_proxy($ppid);
+}
+
+# --- 4. one Ctrl-C reaches the command once -----------------------------------
+{
+	my $log = "$dir/int.log";
+	my ($o, $e) = ('', '');
+	# lockq leads a process group, as in a shell: the terminal's SIGINT goes
+	# to that whole group
+	my $h = IPC::Run::start([ 'perl', '-e', 'setpgrp(0, 0); exec @ARGV', $lockq,
+			'run', '-d', $conn, 'K4', '--',
+			'sh', '-c', "trap 'echo int >> $log' INT; echo ready; while :; do sleep .05; done" ],
+		'>', \$o, '2>', \$e, IPC::Run::timeout($timeout));
+	$h->pump until $o =~ /ready/;
+	my $lockq_pid = $h->{KIDS}[0]{PID};
+	kill 'INT', -$lockq_pid;		# what the terminal does on Ctrl-C
+	my $end = time() + $timeout;
+	select(undef, undef, undef, 0.01) until (-s $log || time() > $end);
+	kill 'TERM', $lockq_pid;
+	$h->finish;
+	my @ints = split /\n/, slurp_file($log);
+	is(scalar(@ints), 1, 'one Ctrl-C: the command got SIGINT once');
+	is(($h->results)[0], 143, 'then SIGTERM passed on: 128 + 15');
+}
+
+# --- 5. a nested run with the same owner does not release the outer grant -------
+{
+	my ($rc, $out, $err) = lockq('run', '-d', $conn, 'K5', '--', 'sh', '-c',
+		"$lockq run -d '$conn' --owner \"\$LOCKQ_OWNER\" K5 -- true && sleep 1 && $lockq status -d '$conn' K5 && echo outer-done");
+	is($rc, 0, 'outer run: 0 (its command was not stopped)') or diag($err);
+	like($out, qr/K5: held by .*outer-done/s, 'after the inner run ended, the outer still held the lock');
+	is(scalar_query($node, "SELECT count(*) FROM lockq_locks WHERE lock_id = 'K5'"), '0',
+		'released when the outer run ended');
+}
+
+# --- 6. exit codes and messages -----------------------------------------------
+{
+	my ($rc, $out, $err) = lockq('run', '-d', $conn, '--ttl', '100000h', 'K6', '--', 'true');
+	is($rc, 64, 'a ttl above lockq.max_ttl: usage error 64') or diag($err);
+	($rc, $out, $err) = lockq('run', '-d', $conn, '--owner', 'session:1', 'K6', '--', 'true');
+	is($rc, 64, 'a session: owner: 64');
+	($rc, $out, $err) = lockq('run', '-d', $conn, '--ttl', '1s', '--grace', '2s', 'K6', '--', 'true');
+	is($rc, 64, '--grace + --margin above half the ttl: 64');
+	like($err, qr/at most half the --ttl/, 'with a message');
+
+	scalar_query($node, "SELECT lockq_try('K6', 'someone', '1 hour')");
+	my ($o, $e) = ('', '');
+	my $h = start_lockq(\$o, \$e, 'run', '-d', $conn, 'K6', '--', 'true');
+	ok(wait_for_waiters($node, 'K6', 1), 'waiting');
+	$h->signal('TERM');
+	$h->finish;
+	is(($h->results)[0], 143, 'SIGTERM while waiting: 143');
+	scalar_query($node, "SELECT lockq_release('K6', 'someone')");
+
+	$node->safe_psql('postgres', 'CREATE DATABASE noext');
+	($rc, $out, $err) = lockq('run', '-d', $node->connstr('noext'), 'K6', '--', 'true');
+	is($rc, 69, 'no extension: 69');
+	is($err, "lockq: the lockq extension is not installed in database \"noext\"\n",
+		'said as it is, with a newline, not as a connection failure');
+	$node->safe_psql('noext', 'CREATE EXTENSION lockq');
+	($rc, $out, $err) = lockq('status', '-d', $node->connstr('noext'));
+	is($rc, 69, 'status in a database that is not lockq.database: 69');
+	like($err, qr/runs in database "postgres".*not in "noext"/, 'and says where it runs');
+
+	# the final release is not confirmed: said, not silent
+	my ($ppid, $pport) = start_proxy($port);
+	($rc, $out, $err) = lockq('run', '-d', "host=127.0.0.1 port=$pport dbname=postgres", 'K6', '--',
+		'sh', '-c', "kill -USR1 $ppid; exit 0");
+	is($rc, 0, 'unconfirmed final release: the command\'s status');
+	like($err, qr/did not confirm the release of lock "K6"/, 'with a message');
+	stop_proxy($ppid);
+	scalar_query($node, "SELECT lockq_force_release('K6')");
+}
+
+# --- 7. flock(1)'s switches, force-release, status ------------------------------
+{
+	scalar_query($node, "SELECT lockq_try('K7', 'someone', '1 hour')");
+	my ($rc, $out, $err) = lockq('run', '-d', $conn, '-n', 'K7', '--', 'true');
+	is($rc, 75, '-n on a held lock: 75');
+	($rc, $out, $err) = lockq('run', '-d', $conn, '--nonblock', '-E', '3', 'K7', '--', 'true');
+	is($rc, 3, '--nonblock -E 3: 3');
+	my $t0 = time();
+	($rc, $out, $err) = lockq('run', '-d', $conn, '-w', '0.3', '--conflict-exit-code', '9', 'K7', '--', 'true');
+	is($rc, 9, '-w 0.3 -E 9 on a held lock: 9');
+	cmp_ok(time() - $t0, '>=', 0.3, 'after waiting');
+	($rc, $out, $err) = lockq('status', '-d', $conn, 'K7');
+	is($rc, 0, 'status of a held lock: 0');
+	($rc, $out, $err) = lockq('force-release', '-d', $conn, 'K7');
+	is($rc, 0, 'force-release: 0');
+	($rc, $out, $err) = lockq('force-release', '-d', $conn, 'K7');
+	is($rc, 1, 'force-release of a free lock: 1');
+	($rc, $out, $err) = lockq('status', '-d', $conn, 'K7');
+	is($rc, 1, 'status of a free lock: 1');
+	is($out, "K7: free\n", 'and says so');
+	($rc, $out, $err) = lockq('run', '-d', $conn, '-v', '-c', 'echo "c:$LOCKQ_LOCK"', 'K7');
+	is($rc, 0, '-c runs a shell command');
+	like($out, qr/^c:K7$/m, 'with the environment');
+	like($err, qr/acquired "K7" \(token \d+\).*released "K7"/s, '-v says what happens');
+	($rc, $out, $err) = lockq('run', '-d', $conn, 'K7', '-c', 'exit 4');
+	is($rc, 4, 'flock order: LOCK -c COMMAND');
+	($rc, $out, $err) = lockq('run', '-d', $conn, '--timeout', '1s', '--no-wait', 'K7', '--', 'true');
+	is($rc, 64, 'the long options still work (and still conflict)');
+}
+
+is(scalar_query($node, "SELECT holders || '/' || waiters FROM lockq_stats"),
+	'0/0', 'nothing left held or queued');
+$node->stop;
+done_testing();
