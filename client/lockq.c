@@ -537,6 +537,7 @@ run_command(lockqc_handle *h, char **argv, const run_opts *ro)
 		lockqc_forget(h);		/* the enclosing run releases it */
 	else
 	{
+		char	   *lock_id = strdup(lockqc_lock_id(h));
 		int			urc = lockqc_unlock(h);
 
 		if (urc == LOCKQC_LOST)
@@ -545,7 +546,8 @@ run_command(lockqc_handle *h, char **argv, const run_opts *ro)
 			fprintf(stderr, "%s: %s\n", progname, lockqc_errmsg(conn));
 		else if (ro->verbose)
 			fprintf(stderr, "%s: released \"%s\" after %.3f s\n", progname,
-					lockqc_lock_id(h), (now_ms() - started) / 1000.0);
+					lock_id ? lock_id : "?", (now_ms() - started) / 1000.0);
+		free(lock_id);
 	}
 	h = NULL;
 
