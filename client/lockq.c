@@ -264,6 +264,19 @@ child_env(lockqc_handle *h)
 	return env;
 }
 
+/* free_child_env frees what child_env allocated. */
+static void
+free_child_env(char **env)
+{
+	if (env == NULL)
+		return;
+	for (char **e = env; *e != NULL; e++)
+		if (strncmp(*e, "LOCKQ_LOCK=", 11) == 0 || strncmp(*e, "LOCKQ_TOKEN=", 12) == 0 ||
+			strncmp(*e, "LOCKQ_OWNER=", 12) == 0)
+			free(*e);
+	free(env);
+}
+
 /* signal_command sends sig to COMMAND's process group (or to COMMAND). */
 static void
 signal_command(pid_t child, int sig)
@@ -308,7 +321,7 @@ start_guardian(pid_t target, pid_t *gpid)
 
 	if (pipe2(p, O_CLOEXEC) != 0)
 		return -1;
-	pid = fork();
+	pid = (fork) ();			/* (not the fuzzer's stub for the command) */
 	if (pid < 0)
 	{
 		close(p[0]);
@@ -410,6 +423,7 @@ run_command(lockqc_handle *h, char **argv, const run_opts *ro)
 	if (child < 0)
 	{
 		fprintf(stderr, "%s: could not fork: %s\n", progname, strerror(errno));
+		free_child_env(env);
 		return EXIT_CONNECTION;
 	}
 	if (child == 0)
@@ -436,6 +450,7 @@ run_command(lockqc_handle *h, char **argv, const run_opts *ro)
 	}
 	if (!foreground)
 		setpgid(child, child);	/* (either of us may get there first) */
+	free_child_env(env);
 	started = now_ms();
 	guard_fd = start_guardian(foreground ? child : -child, &guardian);
 	if (guard_fd < 0)
