@@ -38,11 +38,43 @@ sub lockq
 	return ($? >> 8, $out, $err);
 }
 
+# lockq_within(seconds, args...): as lockq, but a lockq that hangs is
+# killed after that long (exit status 'hung'), so that one defect does not
+# stop the other checks.
+sub lockq_within
+{
+	my ($secs, @args) = @_;
+	my ($out, $err) = ('', '');
+	my $h = IPC::Run::start([ $lockq, @args ], '>', \$out, '2>', \$err,
+		IPC::Run::timeout($secs));
+	return (finish_within($h), $out, $err);
+}
+
+# finish_within(harness): its exit status, or 'hung' if its timer ran out
+sub finish_within
+{
+	my ($h) = @_;
+	my $ok = eval { $h->finish; 1 };
+	if (!$ok)
+	{
+		$h->kill_kill;
+		return 'hung';
+	}
+	return ($h->results)[0];
+}
+
 sub start_lockq
 {
 	my ($outref, $errref, @args) = @_;
 	return IPC::Run::start([ $lockq, @args ], '>', $outref, '2>', $errref,
 		IPC::Run::timeout($timeout));
+}
+
+sub start_lockq_within
+{
+	my ($secs, $outref, $errref, @args) = @_;
+	return IPC::Run::start([ $lockq, @args ], '>', $outref, '2>', $errref,
+		IPC::Run::timeout($secs));
 }
 
 # gone(pgid): no process is left in the group
@@ -70,14 +102,13 @@ sub wait_gone
 	my ($o, $e) = ('', '');
 	my $log = "$dir/pg1.log";
 	my $h = start_lockq(\$o, \$e, 'run', '-d', $conn, '--grace', '500ms', 'K1', '--',
-		'sh', '-c', "echo pgid \$\$; (while :; do date >> $log; sleep .2; done); :");
+		'sh', '-c', "echo pgid \$\$; (while :; do date >> $log; sleep .2; done) >/dev/null; :");
 	$h->pump until $o =~ /pgid (\d+)/;
 	my $pgid = $1;
 	$node->poll_query_until('postgres', "SELECT count(*) = 1 FROM lockq_locks WHERE lock_id = 'K1'");
 	ok(!group_gone($pgid), 'the command and its subshell run');
 	scalar_query($node, "SELECT lockq_force_release('K1')");
-	$h->finish;
-	is(($h->results)[0], 76, 'lease lost: 76');
+	is(finish_within($h), 76, 'lease lost: 76');
 	ok(group_gone($pgid), 'when lockq exits, nothing of the command\'s process group is left (the subshell too)')
 	  or kill('KILL', -$pgid);
 }
@@ -97,14 +128,14 @@ sub wait_gone
 # --- 2. kill -9 of lockq: the command's group dies with it ---------------------
 {
 	my ($o, $e) = ('', '');
-	my $h = start_lockq(\$o, \$e, 'run', '-d', $conn, 'K2', '--',
-		'sh', '-c', 'echo pgid $$; (while :; do sleep .1; done) & while :; do sleep .1; done');
+	my $h = start_lockq_within(30, \$o, \$e, 'run', '-d', $conn, 'K2', '--',
+		'sh', '-c', 'echo pgid $$; exec >/dev/null; (while :; do sleep .1; done) & while :; do sleep .1; done');
 	$h->pump until $o =~ /pgid (\d+)/;
 	my $pgid = $1;
 	my $lockq_pid = $h->{KIDS}[0]{PID};
-	ok(!group_gone($pgid), 'the command runs');
+	ok(kill(0, $pgid), 'the command runs');
 	kill 'KILL', $lockq_pid;
-	$h->finish;
+	finish_within($h);
 	ok(wait_gone($pgid), 'after kill -9 of lockq, the command and its background job are gone')
 	  or kill('KILL', -$pgid);
 	scalar_query($node, "SELECT lockq_force_release('K2')");
@@ -117,7 +148,7 @@ sub wait_gone
 	my $alog = "$dir/a.log";
 	my ($ao, $ae, $bo, $be) = ('', '', '', '');
 	# A ignores SIGTERM: only the SIGKILL at deadline - margin stops it
-	my $a = start_lockq(\$ao, \$ae, 'run', '-d', $via_proxy, '--ttl', '3s', '--grace', '500ms',
+	my $a = start_lockq_within(40, \$ao, \$ae, 'run', '-d', $via_proxy, '--ttl', '3s', '--grace', '500ms',
 		'--margin', '300ms', 'K3', '--',
 		'sh', '-c', "trap '' TERM; echo running; while :; do echo A \$(date +%s%N) >> $alog; sleep .02; done");
 	$a->pump until $ao =~ /running/;
@@ -127,8 +158,7 @@ sub wait_gone
 	my $b = start_lockq(\$bo, \$be, 'run', '-d', $conn, 'K3', '--',
 		'sh', '-c', 'echo B $(date +%s%N)');
 	$b->finish;
-	$a->finish;
-	is(($a->results)[0], 76, 'A: renewals failed: 76');
+	is(finish_within($a), 76, 'A: renewals failed: 76');
 	like($ae, qr/could not be renewed.*stopping the command/, 'A: lockq says why');
 	is(($b->results)[0], 0, 'B ran');
 	my ($b_start) = $bo =~ /^B (\d+)$/m;
@@ -203,7 +233,7 @@ sub wait_gone
 
 	# the final release is not confirmed: said, not silent
 	my ($ppid, $pport) = start_proxy($port);
-	($rc, $out, $err) = lockq('run', '-d', "host=127.0.0.1 port=$pport dbname=postgres", 'K6', '--',
+	($rc, $out, $err) = lockq_within(60, 'run', '-d', "host=127.0.0.1 port=$pport dbname=postgres", 'K6', '--',
 		'sh', '-c', "kill -USR1 $ppid; exit 0");
 	is($rc, 0, 'unconfirmed final release: the command\'s status');
 	like($err, qr/did not confirm the release of lock "K6"/, 'with a message');
