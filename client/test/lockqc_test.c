@@ -1409,6 +1409,53 @@ scenario_proxy_lostreply(int proxy)
 	PQfinish(m);
 }
 
+/*
+ * boottime: run with test/boottime_shim.so preloaded.  A 10 s jump of
+ * CLOCK_BOOTTIME (what a system suspend looks like; CLOCK_MONOTONIC does
+ * not move) ends a 5 s lease's local deadline: the server's lease clock
+ * went on during the suspend, so the library must not go on believing it
+ * holds the lock.
+ */
+static void
+boot_offset(int64_t ms)
+{
+	FILE	   *f = fopen(getenv("LQ_BOOT_OFFSET_FILE"), "w");
+
+	if (f != NULL)
+	{
+		fprintf(f, "%lld\n", (long long) ms);
+		fclose(f);
+	}
+}
+
+static void
+scenario_boottime(void)
+{
+	lockqc_conn *c;
+	lockqc_opts o;
+	lockqc_handle *h;
+
+	if (getenv("LQ_BOOT_OFFSET_FILE") == NULL)
+	{
+		check(false, "LQ_BOOT_OFFSET_FILE is not set");
+		return;
+	}
+	boot_offset(0);
+	c = connect_or_die();
+	lockqc_opts_init(&o);
+	o.ttl_ms = 5000;
+	o.auto_renew = false;
+	check(lockqc_trylock(c, "BT", &o, &h) == LOCKQC_OK, "lock with a 5 s ttl, no renewal");
+	check(lockqc_held(h) && lockqc_remaining_ms(h) > 4000, "held, %" PRId64 " ms left",
+		  lockqc_remaining_ms(h));
+	boot_offset(10000);
+	check(!lockqc_held(h), "after a (simulated) 10 s suspend it is no longer held");
+	check(lockqc_remaining_ms(h) == 0, "and no time is left");
+	boot_offset(0);
+	lockqc_unlock(h);
+	lockqc_disconnect(c);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -1449,6 +1496,8 @@ main(int argc, char **argv)
 		scenario_failover_hold();
 	else if (strcmp(scenario, "api") == 0)
 		scenario_api();
+	else if (strcmp(scenario, "boottime") == 0)
+		scenario_boottime();
 	else if (strcmp(scenario, "dropped") == 0)
 		scenario_dropped();
 	else if (strcmp(scenario, "disconnect_waiter") == 0)

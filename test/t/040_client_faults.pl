@@ -60,6 +60,16 @@ for my $scenario (qw(api dropped disconnect_waiter disconnect_callback stall))
 	run_scenario($scenario, $connstr);
 }
 
+# --- a system suspend (simulated: CLOCK_BOOTTIME jumps) ends a local lease ---
+{
+	my $shim = "$ENV{TESTDIR}/client/test/boottime_shim.so";
+	die "$shim not built" unless -f $shim;
+	my $dir = PostgreSQL::Test::Utils::tempdir();
+	local $ENV{LD_PRELOAD} = $shim;
+	local $ENV{LQ_BOOT_OFFSET_FILE} = "$dir/boot_offset";
+	run_scenario('boottime', $connstr);
+}
+
 # --- the first host vanishes without a reset --------------------------------
 {
 	my ($ppid, $pport) = start_proxy($port);
