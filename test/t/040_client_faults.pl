@@ -48,11 +48,15 @@ sub run_scenario
 {
 	my ($scenario, $ci, $extra, @wrapper) = @_;
 	my ($out, $err) = ('', '');
-	IPC::Run::run([ @wrapper, $prog, $scenario, $ci, defined $extra ? ($extra) : () ],
+	# a scenario that hangs is killed and fails, and the others still run
+	my $h = IPC::Run::start([ @wrapper, $prog, $scenario, $ci, defined $extra ? ($extra) : () ],
 		'>', \$out, '2>', \$err,
 		IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default));
+	my $finished = eval { $h->finish; 1 };
+	$h->kill_kill unless $finished;
+	ok($finished, "$scenario: finished in time");
 	relay($scenario . (@wrapper ? " ($wrapper[0])" : ''), $out);
-	is($? >> 8, 0, "$scenario: exit status") or diag($err);
+	is($finished ? ($h->results)[0] : -1, 0, "$scenario: exit status") or diag($err);
 }
 
 for my $scenario (qw(api dropped disconnect_waiter disconnect_callback stall))
