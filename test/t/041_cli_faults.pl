@@ -32,10 +32,7 @@ my $timeout = $PostgreSQL::Test::Utils::timeout_default;
 
 sub lockq
 {
-	my @args = @_;
-	my ($out, $err) = ('', '');
-	IPC::Run::run([ $lockq, @args ], '>', \$out, '2>', \$err, IPC::Run::timeout($timeout));
-	return ($? >> 8, $out, $err);
+	return lockq_within(60, @_);
 }
 
 # lockq_within(seconds, args...): as lockq, but a lockq that hangs is
@@ -77,24 +74,34 @@ sub start_lockq_within
 		IPC::Run::timeout($secs));
 }
 
-# gone(pgid): no process is left in the group
-sub group_gone
+# gone(pids...): none of these processes exists any more
+sub gone
 {
-	my ($pgid) = @_;
-	return kill(0, -$pgid) == 0;
+	return !grep { kill(0, $_) } @_;
 }
 
-# wait_gone(pgid): polls (10 ms) until the group is empty; false on timeout
+# wait_gone(secs, pids...): polls (10 ms) until they are gone; false on timeout
 sub wait_gone
 {
-	my ($pgid) = @_;
-	my $end = time() + $timeout;
+	my ($secs, @pids) = @_;
+	my $end = time() + $secs;
 	while (time() < $end)
 	{
-		return 1 if group_gone($pgid);
+		return 1 if gone(@pids);
 		select(undef, undef, undef, 0.01);
 	}
 	return 0;
+}
+
+# pid_in(file): the pid a process wrote there (polls until it is there)
+sub pid_in
+{
+	my ($file) = @_;
+	my $end = time() + $timeout;
+	select(undef, undef, undef, 0.01) until (-s $file || time() > $end);
+	my $pid = -s $file ? slurp_file($file) : 0;
+	chomp $pid;
+	return $pid;
 }
 
 # --- 1. the whole process group is stopped on a lost lease ------------------
@@ -102,26 +109,27 @@ sub wait_gone
 	my ($o, $e) = ('', '');
 	my $log = "$dir/pg1.log";
 	my $h = start_lockq(\$o, \$e, 'run', '-d', $conn, '--grace', '500ms', 'K1', '--',
-		'sh', '-c', "echo pgid \$\$; (while :; do date >> $log; sleep .2; done) >/dev/null; :");
+		'sh', '-c', "echo pgid \$\$; (exec sh -c 'echo \$\$ > $dir/sub1.pid; while :; do date >> $log; sleep .2; done') >/dev/null; :");
 	$h->pump until $o =~ /pgid (\d+)/;
 	my $pgid = $1;
-	$node->poll_query_until('postgres', "SELECT count(*) = 1 FROM lockq_locks WHERE lock_id = 'K1'");
-	ok(!group_gone($pgid), 'the command and its subshell run');
+	my $sub = pid_in("$dir/sub1.pid");
+	ok(!gone($sub) && getpgrp(0) != $pgid && kill(0, -$pgid),
+		'the command runs, with its subshell, in a process group of its own');
 	scalar_query($node, "SELECT lockq_force_release('K1')");
 	is(finish_within($h), 76, 'lease lost: 76');
-	ok(group_gone($pgid), 'when lockq exits, nothing of the command\'s process group is left (the subshell too)')
-	  or kill('KILL', -$pgid);
+	ok(gone($pgid, $sub), 'when lockq exits, the command and its subshell are gone')
+	  or kill('KILL', $sub);
 }
 
 # ... and what a command leaves running in its group when it exits is
 # stopped before the lock is released
 {
 	my ($rc, $out, $err) = lockq('run', '-d', $conn, '--grace', '500ms', 'K1b', '--',
-		'sh', '-c', 'echo pgid $$; (trap "" TERM; while :; do sleep .1; done) & exit 0');
-	my ($pgid) = $out =~ /pgid (\d+)/;
+		'sh', '-c', "(exec sh -c 'echo \$\$ > $dir/sub1b.pid; trap \"\" TERM; while :; do sleep .1; done') >/dev/null & exit 0");
+	my $sub = pid_in("$dir/sub1b.pid");
 	is($rc, 0, 'a command that leaves a background job: its own exit status');
-	ok(group_gone($pgid), 'the job (which ignores SIGTERM) was killed before lockq exited')
-	  or kill('KILL', -$pgid);
+	ok($sub && gone($sub), 'the job (which ignores SIGTERM) was killed before lockq exited')
+	  or kill('KILL', $sub);
 	like($err, qr/left processes in its group/, 'lockq says so');
 }
 
@@ -129,15 +137,16 @@ sub wait_gone
 {
 	my ($o, $e) = ('', '');
 	my $h = start_lockq_within(30, \$o, \$e, 'run', '-d', $conn, 'K2', '--',
-		'sh', '-c', 'echo pgid $$; exec >/dev/null; (while :; do sleep .1; done) & while :; do sleep .1; done');
-	$h->pump until $o =~ /pgid (\d+)/;
-	my $pgid = $1;
+		'sh', '-c', "echo pid \$\$; exec >/dev/null; (exec sh -c 'echo \$\$ > $dir/sub2.pid; while :; do sleep .1; done') & while :; do sleep .1; done");
+	$h->pump until $o =~ /pid (\d+)/;
+	my $cmd = $1;
+	my $sub = pid_in("$dir/sub2.pid");
 	my $lockq_pid = $h->{KIDS}[0]{PID};
-	ok(kill(0, $pgid), 'the command runs');
+	ok($sub && !gone($cmd, $sub), 'the command and its background job run');
 	kill 'KILL', $lockq_pid;
 	finish_within($h);
-	ok(wait_gone($pgid), 'after kill -9 of lockq, the command and its background job are gone')
-	  or kill('KILL', -$pgid);
+	ok(wait_gone(20, $cmd, $sub), 'after kill -9 of lockq, the command and its background job are gone')
+	  or kill('KILL', $cmd, $sub);
 	scalar_query($node, "SELECT lockq_force_release('K2')");
 }
 
