@@ -125,8 +125,8 @@ sub pid_in
 # stopped before the lock is released
 {
 	my ($rc, $out, $err) = lockq('run', '-d', $conn, '--grace', '500ms', 'K1b', '--',
-		'sh', '-c', "(exec sh -c 'echo \$\$ > $dir/sub1b.pid; trap \"\" TERM; while :; do sleep .1; done') >/dev/null & exit 0");
-	my $sub = pid_in("$dir/sub1b.pid");
+		'sh', '-c', "(exec sh -c 'trap \"\" TERM; echo \$\$ > $dir/sub1b.pid; while :; do sleep .1; done') >/dev/null & while [ ! -s $dir/sub1b.pid ]; do sleep .01; done; exit 0");
+	my $sub = -s "$dir/sub1b.pid" ? pid_in("$dir/sub1b.pid") : 0;
 	is($rc, 0, 'a command that leaves a background job: its own exit status');
 	ok($sub && gone($sub), 'the job (which ignores SIGTERM) was killed before lockq exited')
 	  or kill('KILL', $sub);
