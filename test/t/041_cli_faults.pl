@@ -181,14 +181,18 @@ sub pid_in
 }
 
 # --- 4. one Ctrl-C reaches the command once -----------------------------------
+# The command records the sender of every SIGINT it gets (siginfo): the
+# terminal's signal goes to lockq's process group, and must reach the
+# command only through lockq, once.
 {
 	my $log = "$dir/int.log";
 	my ($o, $e) = ('', '');
-	# lockq leads a process group, as in a shell: the terminal's SIGINT goes
-	# to that whole group
+	my $cmd = 'use POSIX; open(my $f, ">>", $ARGV[0]) or die; $f->autoflush(1);'
+	  . ' POSIX::sigaction(SIGINT, POSIX::SigAction->new(sub { print $f "int from $_[1]{pid}\n" },'
+	  . ' POSIX::SigSet->new, SA_SIGINFO)) or die; $| = 1; print "ready\n"; sleep 1 while 1';
+	# lockq leads a process group, as in a shell
 	my $h = IPC::Run::start([ 'perl', '-e', 'setpgrp(0, 0); exec @ARGV', $lockq,
-			'run', '-d', $conn, 'K4', '--',
-			'sh', '-c', "trap 'echo int >> $log' INT; echo ready; while :; do sleep .05; done" ],
+			'run', '-d', $conn, 'K4', '--', 'perl', '-e', $cmd, $log ],
 		'>', \$o, '2>', \$e, IPC::Run::timeout($timeout));
 	$h->pump until $o =~ /ready/;
 	my $lockq_pid = $h->{KIDS}[0]{PID};
@@ -196,10 +200,10 @@ sub pid_in
 	my $end = time() + $timeout;
 	select(undef, undef, undef, 0.01) until (-s $log || time() > $end);
 	kill 'TERM', $lockq_pid;
-	$h->finish;
+	is(finish_within($h), 143, 'then SIGTERM passed on: 128 + 15');
 	my @ints = split /\n/, slurp_file($log);
 	is(scalar(@ints), 1, 'one Ctrl-C: the command got SIGINT once');
-	is(($h->results)[0], 143, 'then SIGTERM passed on: 128 + 15');
+	is(join(',', @ints), "int from $lockq_pid", 'from lockq (not straight from the terminal as well)');
 }
 
 # --- 5. a nested run with the same owner does not release the outer grant -------
@@ -214,7 +218,7 @@ sub pid_in
 
 # --- 6. exit codes and messages -----------------------------------------------
 {
-	my ($rc, $out, $err) = lockq('run', '-d', $conn, '--ttl', '100000h', 'K6', '--', 'true');
+	my ($rc, $out, $err) = lockq('run', '-d', $conn, '--ttl', '48h', 'K6', '--', 'true');
 	is($rc, 64, 'a ttl above lockq.max_ttl: usage error 64') or diag($err);
 	($rc, $out, $err) = lockq('run', '-d', $conn, '--owner', 'session:1', 'K6', '--', 'true');
 	is($rc, 64, 'a session: owner: 64');
