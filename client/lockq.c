@@ -94,8 +94,8 @@ usage(FILE *f)
 			"                            a nested run with the owner and lock of the\n"
 			"                            run around it (LOCKQ_OWNER, LOCKQ_LOCK) takes\n"
 			"                            part in that grant and does not release it\n"
-			"        --grace D           SIGTERM to SIGKILL (default 10s, at most\n"
-			"                            ttl/2 - margin)\n"
+			"        --grace D           SIGTERM to SIGKILL (default 10s, or ttl/2 -\n"
+			"                            margin if less; when renewals fail, at most that)\n"
 			"        --margin D          the group is dead this long before the lease\n"
 			"                            can end (default ttl/10, at most 2s)\n"
 			"        --foreground        keep COMMAND in lockq's process group (for\n"
@@ -376,7 +376,9 @@ lqc_cli_max(int64_t a, int64_t b)
 /* The options of run that run_command needs. */
 typedef struct run_opts
 {
-	int64_t		grace_ms;
+	int64_t		grace_ms;		/* SIGTERM to SIGKILL */
+	int64_t		stop_grace_ms;	/* the same when renewals fail: at most
+								 * ttl/2 - margin */
 	int64_t		margin_ms;
 	bool		verbose;
 	bool		nested;			/* part of an enclosing run's grant */
@@ -494,7 +496,7 @@ run_command(lockqc_handle *h, char **argv, const run_opts *ro)
 			stopping = true;
 			kill_at = now + grace_ms;
 		}
-		else if (!stopping && left <= grace_ms + margin_ms)
+		else if (!stopping && left <= ro->stop_grace_ms + margin_ms)
 		{
 			fprintf(stderr, "%s: the lease on \"%s\" could not be renewed and ends in %" PRId64 " ms; stopping the command\n",
 					progname, lockqc_lock_id(h), left);
@@ -504,7 +506,7 @@ run_command(lockqc_handle *h, char **argv, const run_opts *ro)
 			kill_at = now + lqc_cli_max(left - margin_ms, 0);
 		}
 		else if (!stopping && left != INT64_MAX)
-			wake = now + left - grace_ms - margin_ms;
+			wake = now + left - ro->stop_grace_ms - margin_ms;
 		if (stopping && !killed)
 		{
 			/* never later than the margin before the lease can end */
@@ -746,15 +748,17 @@ cmd_run(int argc, char **argv, const char *conninfo)
 		ro.margin_ms = lqc_cli_min(opts.ttl_ms / 10, 2000);
 	if (!grace_given)
 		ro.grace_ms = lqc_cli_max(lqc_cli_min(10000, opts.ttl_ms / 2 - ro.margin_ms), 0);
-	if (ro.grace_ms + ro.margin_ms > opts.ttl_ms / 2)
+	if (ro.margin_ms > opts.ttl_ms / 2)
 	{
 		char		msg[200];
 
 		snprintf(msg, sizeof(msg),
-				 "--grace (%" PRId64 " ms) plus --margin (%" PRId64 " ms) must be at most half the --ttl (%" PRId64 " ms)",
-				 ro.grace_ms, ro.margin_ms, opts.ttl_ms);
+				 "--margin (%" PRId64 " ms) must be at most half the --ttl (%" PRId64 " ms)",
+				 ro.margin_ms, opts.ttl_ms);
 		die_usage("%s", msg);
 	}
+	/* a longer grace still applies to a lease lost outright */
+	ro.stop_grace_ms = lqc_cli_min(ro.grace_ms, opts.ttl_ms / 2 - ro.margin_ms);
 
 	if (pipe2(event_pipe, O_NONBLOCK | O_CLOEXEC) != 0)
 	{

@@ -19,8 +19,8 @@
  * Checks, beyond "no crash, no undefined behaviour, no leak":
  *	- lockq ends before connecting only with 0 (--help) or 64 (usage);
  *	- run: the ttl is positive and the timeout positive or unset, both at
- *	  most ten years, the grace period non-negative and at most half the
- *	  ttl; each one that is not the default (for the grace: 10 s, or what
+ *	  most ten years, the grace period non-negative; each one that is not
+ *	  the default (for the grace: 10 s, or what
  *	  fits in half the ttl) is a duration the input gave (an argument, or
  *	  the part after "=" of --opt=value); --no-wait never comes with a
  *	  timeout; with -c the command is /bin/sh -c and an input argument; the
@@ -472,7 +472,10 @@ arg_index(char **args, int nargs, const char *p, bool inside)
 	return -1;
 }
 
-/* given_duration: some argument (or its part after "=") parses to ms. */
+/*
+ * given_duration: some argument (or its part after "=", or after a short
+ * option's letter) parses to ms.
+ */
 static bool
 given_duration(char **args, int nargs, int64_t ms)
 {
@@ -486,6 +489,10 @@ given_duration(char **args, int nargs, int64_t ms)
 		if (lockqc_parse_duration(args[i], &v) == 0 && v == ms)
 			return true;
 		if (eq != NULL && lockqc_parse_duration(eq + 1, &v) == 0 && v == ms)
+			return true;
+		/* a short option with its value attached: -w2.5 */
+		if (args[i][0] == '-' && args[i][1] != '-' && args[i][1] != '\0' &&
+			lockqc_parse_duration(args[i] + 2, &v) == 0 && v == ms)
 			return true;
 	}
 	return false;
@@ -544,9 +551,8 @@ check_run(char **args, int nargs)
 	lqf_check(cap.opts.on_lost != NULL && cap.opts.cancel_flag != NULL,
 			  "no lost-lease callback or cancel flag");
 	lqf_check(cap.forked, "the lock was granted but no command was run");
-	/* the default grace fits in half the ttl with the default margin */
+	/* the default grace: 10 s, or what fits in half the ttl */
 	lqf_check(cap.grace_ms >= 0 && cap.grace_ms <= LIMIT_MS &&
-			  cap.grace_ms <= cap.opts.ttl_ms / 2 &&
 			  (cap.grace_ms <= 10000 || given_duration(args, nargs, cap.grace_ms)),
 			  "grace %" PRId64, cap.grace_ms);
 
