@@ -1059,6 +1059,7 @@ scenario_disconnect_callback(void)
 /* ---- stalled backend: SIGSTOP of the library's own server process ---- */
 
 #define MAX_STOPPED 8
+static pthread_mutex_t stopped_mu = PTHREAD_MUTEX_INITIALIZER;
 static int	stopped[MAX_STOPPED];
 static int	nstopped = 0;
 static _Atomic bool stall_over = false;
@@ -1066,8 +1067,10 @@ static _Atomic bool stall_over = false;
 static void
 cont_all(void)
 {
+	pthread_mutex_lock(&stopped_mu);
 	for (int i = 0; i < nstopped; i++)
 		kill(stopped[i], SIGCONT);
+	pthread_mutex_unlock(&stopped_mu);
 }
 
 /* the backend of our library connection not stopped yet, stopped now */
@@ -1082,19 +1085,23 @@ stop_backend(PGconn *m, const char *app)
 	{
 		char		excl[256] = "0";
 
+		pthread_mutex_lock(&stopped_mu);
 		for (int i = 0; i < nstopped; i++)
 			snprintf(excl + strlen(excl), sizeof(excl) - strlen(excl), ",%d", stopped[i]);
+		pthread_mutex_unlock(&stopped_mu);
 		snprintf(sql, sizeof(sql),
 				 "SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND pid NOT IN (%s)", excl);
 		pid = atoi(q(m, sql, app, NULL, NULL));
 		if (pid == 0)
 			sleep_ms(20);
 	}
+	pthread_mutex_lock(&stopped_mu);
 	if (pid > 0 && nstopped < MAX_STOPPED)
 	{
 		kill(pid, SIGSTOP);
 		stopped[nstopped++] = pid;
 	}
+	pthread_mutex_unlock(&stopped_mu);
 	return pid;
 }
 
@@ -1102,13 +1109,13 @@ stop_backend(PGconn *m, const char *app)
 static void *
 stall_watchdog(void *p)
 {
-	int64_t		end = now_ms() + 60000;
+	int64_t		end = now_ms() + 150000;
 
 	while (!atomic_load(&stall_over) && now_ms() < end)
 		sleep_ms(100);
 	if (!atomic_load(&stall_over))
 	{
-		printf("not ok - watchdog: the library hung on a stalled backend; SIGCONT after 60 s\n");
+		printf("not ok - watchdog: the library hung on a stalled backend; SIGCONT after 150 s\n");
 		fflush(stdout);
 		failures++;
 		cont_all();

@@ -33,7 +33,7 @@ for my $scenario (qw(basic cancel threads handoff lost_admin api dropped
 	my $rc = $? >> 8;
 	my @bad = grep { /^not ok/ } split /\n/, $out;
 	my $n = () = $out =~ /^ok/mg;
-	ok($n > 0 && !@bad, "tsan $scenario: $n checks passed") or diag(join("\n", @bad));
+	ok($n > 0 && !@bad, "tsan $scenario: $n checks passed") or diag($out);
 	unlike($err, qr/WARNING: ThreadSanitizer/, "tsan $scenario: no ThreadSanitizer report")
 	  or diag($err);
 	is($rc, 0, "tsan $scenario: exit status") or diag($err);
