@@ -36,7 +36,7 @@
 #include "lockq_client_int.h"
 
 static const char *conninfo;
-static int	failures = 0;
+static _Atomic int failures = 0;
 
 static void
 check(bool cond, const char *fmt,...)
