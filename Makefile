@@ -114,6 +114,13 @@ check-torture:
 	  LOCKQ_TORTURE_SEED=$(or $(LOCKQ_TORTURE_SEED),$(SEED)) \
 	  $(MAKE) check-tap PROVE_TESTS=test/t/030_torture.pl
 
+# liblockq's scenarios built with ThreadSanitizer, against a temporary
+# cluster (also part of make test: TAP 042_client_tsan).
+.PHONY: check-tsan
+check-tsan:
+	$(MAKE) -C client PG_CONFIG=$(PG_CONFIG) tsan
+	$(MAKE) check-tap PROVE_TESTS=test/t/042_client_tsan.pl
+
 # Ten minutes (SOAK_SECONDS) of contention, not part of make test; see
 # test/soak.sh for what it checks and the bounds.
 .PHONY: soak

@@ -4,10 +4,20 @@
  *		The lockq command-line tool: run a command under a cluster-wide
  *		lock (like flock(1) or etcdctl lock), show locks, release one.
  *
- *	lockq run [--ttl D] [--timeout D | --no-wait] [--owner O] [--grace D]
- *			  [-d CONNINFO] LOCK -- COMMAND [ARG...]
+ *	lockq run [OPTIONS] LOCK [--] COMMAND [ARG...]
+ *	lockq run [OPTIONS] LOCK -c 'SHELL COMMAND'
  *	lockq status [-d CONNINFO] [--json] [LOCK]
  *	lockq release [-d CONNINFO] LOCK --owner O [--token T]
+ *	lockq force-release [-d CONNINFO] LOCK
+ *
+ * lockq run runs COMMAND in a process group of its own and signals the
+ * whole group.  The command dies with lockq: its leader has
+ * PR_SET_PDEATHSIG, and a small guardian process, which outlives a
+ * kill -9 of lockq, kills the group when lockq's end of a pipe closes
+ * without a goodbye.  While renewals fail, the group is stopped early
+ * enough to be dead before the lease can end on the server: SIGTERM at
+ * deadline - grace - margin, SIGKILL at deadline - margin, on
+ * CLOCK_BOOTTIME.
  *
  * Copyright (c) 2026, lockq developers
  *
@@ -23,9 +33,13 @@
 #include <inttypes.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/timerfd.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -35,18 +49,22 @@
 #include "lockq_client.h"
 
 /* Exit codes (documented in the README and in --help). */
-#define EXIT_NOT_HELD		1		/* release: the owner did not hold it */
-#define EXIT_USAGE			64		/* bad command line */
+#define EXIT_NOT_HELD		1		/* release: the owner did not hold it;
+									 * status: not held */
+#define EXIT_USAGE			64		/* bad command line or arguments */
 #define EXIT_CONNECTION		69		/* could not reach the lock service */
 #define EXIT_TIMEOUT		75		/* not acquired: timeout, or --no-wait */
-#define EXIT_LOST			76		/* lease lost; the command was stopped */
-#define EXIT_INTERRUPTED	130		/* interrupted while waiting */
+#define EXIT_LOST			76		/* lease lost (or about to be); the
+									 * command was stopped */
 
 static const char *progname = "lockq";
+extern char **environ;
 
-static volatile sig_atomic_t got_signal = 0;	/* last signal received */
-static volatile sig_atomic_t cancel_wait = 0;	/* stop waiting for the lock */
-static volatile sig_atomic_t lease_lost = 0;
+static volatile sig_atomic_t got_signal = 0;	/* last signal to pass on */
+static volatile sig_atomic_t first_signal = 0;	/* the first signal received */
+static lockqc_cancel_flag cancel_wait;			/* stop waiting for the lock */
+static lockqc_cancel_flag lease_lost;
+static bool foreground = false;
 static int	event_pipe[2] = {-1, -1};
 static lockqc_conn *conn = NULL;
 
@@ -55,21 +73,41 @@ usage(FILE *f)
 {
 	fprintf(f,
 			"Usage:\n"
-			"  %s run [OPTIONS] LOCK -- COMMAND [ARG...]\n"
+			"  %s run [OPTIONS] LOCK [--] COMMAND [ARG...]\n"
+			"  %s run [OPTIONS] LOCK -c 'SHELL COMMAND'\n"
 			"      Wait for LOCK (first come, first served), run COMMAND while holding\n"
 			"      it, renewing the lease, and release it when COMMAND exits.\n"
-			"      COMMAND gets LOCKQ_LOCK, LOCKQ_TOKEN and LOCKQ_OWNER in its\n"
-			"      environment.  If the lease is lost, COMMAND gets SIGTERM (and\n"
-			"      SIGKILL after the grace period).\n"
-			"        --ttl D         lease length (default 30s)\n"
-			"        --timeout D     give up after waiting D\n"
-			"        --no-wait       give up at once if the lock is not free\n"
-			"        --owner O       owner name (default: host:pid:thread:random)\n"
-			"        --grace D       time between SIGTERM and SIGKILL (default 10s)\n"
+			"      COMMAND runs in a process group of its own, gets LOCKQ_LOCK,\n"
+			"      LOCKQ_TOKEN and LOCKQ_OWNER in its environment, and dies with lockq.\n"
+			"      If the lease is lost, or renewals fail for so long that it could\n"
+			"      end, the group gets SIGTERM, and SIGKILL a grace period later or\n"
+			"      a safety margin before the lease can end, whichever is first.\n"
+			"        --ttl D             lease length (default 30s)\n"
+			"        -w, --wait, --timeout D\n"
+			"                            give up after waiting D\n"
+			"        -n, --nonblock, --no-wait\n"
+			"                            give up at once if the lock is not free\n"
+			"        -E, --conflict-exit-code N\n"
+			"                            exit status when not acquired (default %d)\n"
+			"        -c, --command STR   run STR with /bin/sh -c\n"
+			"        --owner O           owner name (default: host:pid:thread:random);\n"
+			"                            a nested run with the owner and lock of the\n"
+			"                            run around it (LOCKQ_OWNER, LOCKQ_LOCK) takes\n"
+			"                            part in that grant and does not release it\n"
+			"        --grace D           SIGTERM to SIGKILL (default 10s, or ttl/2 -\n"
+			"                            margin if less; when renewals fail, at most that)\n"
+			"        --margin D          the group is dead this long before the lease\n"
+			"                            can end (default ttl/10, at most 2s)\n"
+			"        --foreground        keep COMMAND in lockq's process group (for\n"
+			"                            commands that read the terminal); only\n"
+			"                            COMMAND itself is then signalled\n"
+			"        -v, --verbose       say when the lock is waited for, taken, released\n"
 			"  %s status [--json] [LOCK]\n"
 			"      Show holders and the ordered queue of every lock (or of LOCK).\n"
 			"  %s release LOCK --owner O [--token T]\n"
 			"      Release LOCK held by owner O (with token T, if given).\n"
+			"  %s force-release LOCK\n"
+			"      End whatever grant LOCK has (lockq_admin members and superusers).\n"
 			"\n"
 			"Common options:\n"
 			"  -d, --dbname CONNINFO   libpq connection string or URI (default: PG*\n"
@@ -80,13 +118,19 @@ usage(FILE *f)
 			"\n"
 			"Exit status:\n"
 			"  run:     COMMAND's exit status (128+N if killed by signal N), or\n"
-			"           %d  not acquired (timeout, or --no-wait and the lock was busy)\n"
-			"           %d  the lease was lost while COMMAND ran (COMMAND was stopped)\n"
-			"           %d interrupted while waiting (nothing is left queued)\n"
-			"  release: 0 released, %d the owner did not hold the lock\n"
-			"  all:     %d usage error, %d cannot connect or server error\n",
-			progname, progname, progname, EXIT_TIMEOUT, EXIT_LOST,
-			EXIT_INTERRUPTED, EXIT_NOT_HELD, EXIT_USAGE, EXIT_CONNECTION);
+			"           %d  not acquired (timeout, or --no-wait and the lock was busy;\n"
+			"               -E changes it)\n"
+			"           %d  the lease was lost, or renewals failed, while COMMAND ran\n"
+			"               (COMMAND was stopped)\n"
+			"           128+N  signal N (SIGINT: 130, SIGTERM: 143) while waiting\n"
+			"               (nothing is left queued)\n"
+			"  status:  0 the lock (any lock, without LOCK) is held, %d it is not\n"
+			"  release, force-release: 0 released, %d it was not held (by that owner)\n"
+			"  all:     %d usage error (bad option, ttl above lockq.max_ttl, reserved\n"
+			"           owner), %d cannot connect, or a server error\n",
+			progname, progname, EXIT_TIMEOUT, progname, progname, progname,
+			EXIT_TIMEOUT, EXIT_LOST, EXIT_NOT_HELD, EXIT_NOT_HELD, EXIT_USAGE,
+			EXIT_CONNECTION);
 }
 
 static void
@@ -122,11 +166,21 @@ poke_main(void)
 	errno = saved;
 }
 
+/*
+ * on_signal: SIGINT, SIGTERM, SIGHUP, SIGQUIT.  While waiting they end the
+ * wait; while the command runs they are passed on to it once: in a
+ * process group of its own it does not get the terminal's signals, and
+ * with --foreground it does, so only signals sent by a process (kill) are
+ * passed on then.
+ */
 static void
-on_signal(int sig)
+on_signal(int sig, siginfo_t *si, void *uc)
 {
-	got_signal = sig;
-	cancel_wait = 1;
+	if (first_signal == 0)
+		first_signal = sig;
+	if (!(foreground && si != NULL && si->si_code == SI_KERNEL))
+		got_signal = sig;
+	atomic_store(&cancel_wait, 1);
 	if (conn != NULL)
 		lockqc_wakeup(conn);
 	poke_main();
@@ -141,7 +195,7 @@ on_child(int sig)
 static void
 on_lost(lockqc_handle *h, void *arg)
 {
-	lease_lost = 1;
+	atomic_store(&lease_lost, 1);
 	poke_main();
 }
 
@@ -157,108 +211,398 @@ set_handler(int sig, void (*fn) (int))
 	sigaction(sig, &sa, NULL);
 }
 
+static void
+set_info_handler(int sig)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = on_signal;
+	sigemptyset(&sa.sa_mask);
+	sa.sa_flags = SA_SIGINFO;
+	sigaction(sig, &sa, NULL);
+}
+
+/* now_ms: CLOCK_BOOTTIME, which counts a system suspend, as leases do. */
 static int64_t
 now_ms(void)
 {
 	struct timespec ts;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
+	if (clock_gettime(CLOCK_BOOTTIME, &ts) != 0)
+		clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 /*
- * run_command forks and execs argv with the lock's environment, and waits
- * for it, stopping it if the lease is lost.  Returns lockq's exit status.
+ * child_env builds COMMAND's environment: ours, with LOCKQ_LOCK,
+ * LOCKQ_TOKEN and LOCKQ_OWNER replaced.  (setenv would race with the
+ * getenv of libpq in liblockq's I/O thread when it reconnects.)
+ */
+static char **
+child_env(lockqc_handle *h)
+{
+	size_t		n = 0;
+	size_t		k = 0;
+	char	  **env;
+
+	while (environ[n] != NULL)
+		n++;
+	env = calloc(n + 4, sizeof(char *));
+	if (env == NULL)
+		return NULL;
+	for (size_t i = 0; i < n; i++)
+		if (strncmp(environ[i], "LOCKQ_LOCK=", 11) != 0 &&
+			strncmp(environ[i], "LOCKQ_TOKEN=", 12) != 0 &&
+			strncmp(environ[i], "LOCKQ_OWNER=", 12) != 0)
+			env[k++] = environ[i];
+	if (asprintf(&env[k++], "LOCKQ_LOCK=%s", lockqc_lock_id(h)) < 0 ||
+		asprintf(&env[k++], "LOCKQ_TOKEN=%" PRId64, lockqc_token(h)) < 0 ||
+		asprintf(&env[k++], "LOCKQ_OWNER=%s", lockqc_owner(h)) < 0)
+		return NULL;
+	env[k] = NULL;
+	return env;
+}
+
+/* free_child_env frees what child_env allocated. */
+static void
+free_child_env(char **env)
+{
+	if (env == NULL)
+		return;
+	for (char **e = env; *e != NULL; e++)
+		if (strncmp(*e, "LOCKQ_LOCK=", 11) == 0 || strncmp(*e, "LOCKQ_TOKEN=", 12) == 0 ||
+			strncmp(*e, "LOCKQ_OWNER=", 12) == 0)
+			free(*e);
+	free(env);
+}
+
+/* signal_command sends sig to COMMAND's process group (or to COMMAND). */
+static void
+signal_command(pid_t child, int sig)
+{
+	if (foreground)
+		kill(child, sig);
+	else
+		kill(-child, sig);
+}
+
+/* reap collects every child (lockq is a subreaper); true once child ended. */
+static bool
+reap(pid_t child, int *status, bool *done)
+{
+	pid_t		p;
+	int			st;
+
+	while ((p = waitpid(-1, &st, WNOHANG)) > 0)
+	{
+		if (p == child)
+		{
+			*status = st;
+			*done = true;
+		}
+	}
+	return *done;
+}
+
+/*
+ * start_guardian forks the process that kills COMMAND's group if lockq
+ * dies without saying goodbye (kill -9, the OOM killer).  It holds only the
+ * read end of a pipe whose write end is lockq's alone: end of file without
+ * a byte first means lockq is gone.  target is what to kill (-pgid for the
+ * group).  Returns the write end, or -1.  Only
+ * async-signal-safe calls after fork (lockq has threads).
  */
 static int
-run_command(lockqc_handle *h, char **argv, int64_t grace_ms)
+start_guardian(pid_t target, pid_t *gpid)
 {
-	char		token[32];
-	pid_t		child;
-	int			status = 0;
-	int64_t		kill_at = 0;
-	bool		terminated = false;
+	int			p[2];
+	pid_t		pid;
 
-	snprintf(token, sizeof(token), "%" PRId64, lockqc_token(h));
-	setenv("LOCKQ_LOCK", lockqc_lock_id(h), 1);
-	setenv("LOCKQ_TOKEN", token, 1);
-	setenv("LOCKQ_OWNER", lockqc_owner(h), 1);
+	if (pipe2(p, O_CLOEXEC) != 0)
+		return -1;
+	pid = (fork) ();			/* (not the fuzzer's stub for the command) */
+	if (pid < 0)
+	{
+		close(p[0]);
+		close(p[1]);
+		return -1;
+	}
+	if (pid == 0)
+	{
+		char		b;
+		ssize_t		r;
+		sigset_t	all;
+		struct sigaction ign;
+
+		memset(&ign, 0, sizeof(ign));
+		ign.sa_handler = SIG_IGN;
+		sigaction(SIGINT, &ign, NULL);
+		sigaction(SIGTERM, &ign, NULL);
+		sigaction(SIGHUP, &ign, NULL);
+		sigaction(SIGQUIT, &ign, NULL);
+		sigfillset(&all);
+		sigdelset(&all, SIGKILL);
+		sigprocmask(SIG_SETMASK, &all, NULL);
+		setpgid(0, 0);			/* out of lockq's group and the command's */
+		/* nothing but the pipe: no socket of lockq's stays open here */
+		if (p[0] > 3)
+			syscall(SYS_close_range, 3, p[0] - 1, 0);
+		syscall(SYS_close_range, p[0] + 1, ~0U, 0);
+		do
+			r = read(p[0], &b, 1);
+		while (r < 0 && errno == EINTR);
+		if (r <= 0)
+			kill(target, SIGKILL);
+		_exit(0);
+	}
+	close(p[0]);
+	*gpid = pid;
+	return p[1];
+}
+
+static int64_t
+lqc_cli_min(int64_t a, int64_t b)
+{
+	return a < b ? a : b;
+}
+
+static int64_t
+lqc_cli_max(int64_t a, int64_t b)
+{
+	return a > b ? a : b;
+}
+
+/* The options of run that run_command needs. */
+typedef struct run_opts
+{
+	int64_t		grace_ms;		/* SIGTERM to SIGKILL */
+	int64_t		stop_grace_ms;	/* the same when renewals fail: at most
+								 * ttl/2 - margin */
+	int64_t		margin_ms;
+	bool		verbose;
+	bool		nested;			/* part of an enclosing run's grant */
+} run_opts;
+
+/*
+ * run_command forks and execs argv with the lock's environment in a
+ * process group of its own, and waits for it.  While it runs: signals are
+ * passed on to the group once; if the lease is lost, or its local deadline
+ * comes within grace + margin (renewals failing), the group gets SIGTERM,
+ * and SIGKILL at the earlier of grace later and margin before the
+ * deadline.  When COMMAND exits, what it left running in its group is
+ * stopped the same way before the lock is released.  Returns lockq's exit
+ * status.
+ */
+static int
+run_command(lockqc_handle *h, char **argv, const run_opts *ro)
+{
+	int64_t		grace_ms = ro->grace_ms;
+	int64_t		margin_ms = ro->margin_ms;
+	pid_t		parent = getpid();
+	pid_t		child;
+	pid_t		guardian = -1;
+	int			guard_fd = -1;
+	int			tfd;
+	int			status = 0;
+	bool		done = false;
+	bool		stopping = false;
+	bool		killed = false;
+	int64_t		kill_at = INT64_MAX;
+	int64_t		started;
+	char	  **env = child_env(h);
+	int			rc;
+
+	if (env == NULL)
+	{
+		fprintf(stderr, "%s: out of memory\n", progname);
+		return EXIT_CONNECTION;
+	}
+	/* orphans of COMMAND come to us, so that we can tell when all are gone */
+	(void) prctl(PR_SET_CHILD_SUBREAPER, 1);
 
 	child = fork();
 	if (child < 0)
 	{
 		fprintf(stderr, "%s: could not fork: %s\n", progname, strerror(errno));
+		free_child_env(env);
 		return EXIT_CONNECTION;
 	}
 	if (child == 0)
 	{
 		sigset_t	none;
 
+		/* die with lockq, whatever kills it; it may be gone already */
+		(void) prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent)
+			_exit(EXIT_LOST);
+		if (!foreground)
+			setpgid(0, 0);
 		signal(SIGINT, SIG_DFL);
 		signal(SIGTERM, SIG_DFL);
 		signal(SIGHUP, SIG_DFL);
+		signal(SIGQUIT, SIG_DFL);
 		signal(SIGCHLD, SIG_DFL);
 		sigemptyset(&none);
 		sigprocmask(SIG_SETMASK, &none, NULL);
-		close(event_pipe[0]);
-		close(event_pipe[1]);
-		execvp(argv[0], argv);
+		execvpe(argv[0], argv, env);
 		fprintf(stderr, "%s: could not run \"%s\": %s\n", progname, argv[0],
 				strerror(errno));
 		_exit(errno == ENOENT ? 127 : 126);
 	}
+	if (!foreground)
+		setpgid(child, child);	/* (either of us may get there first) */
+	free_child_env(env);
+	started = now_ms();
+	guard_fd = start_guardian(foreground ? child : -child, &guardian);
+	if (guard_fd < 0)
+	{
+		fprintf(stderr, "%s: could not start the guardian process: %s\n", progname,
+				strerror(errno));
+		signal_command(child, SIGKILL);
+	}
+	tfd = timerfd_create(CLOCK_BOOTTIME, TFD_NONBLOCK | TFD_CLOEXEC);
 
 	for (;;)
 	{
-		struct pollfd pfd = {event_pipe[0], POLLIN, 0};
-		int			timeout = -1;
+		struct pollfd pfd[2] = {{event_pipe[0], POLLIN, 0}, {tfd, POLLIN, 0}};
+		int64_t		now;
+		int64_t		left;
+		int64_t		wake = INT64_MAX;
 		char		buf[64];
-		pid_t		rc = waitpid(child, &status, WNOHANG);
 
-		if (rc == child)
-			break;
-		if (lease_lost && !terminated)
+		if (reap(child, &status, &done))
+		{
+			/* what COMMAND left running in its group must not outlive the lock */
+			if (foreground || kill(-child, 0) != 0)
+				break;
+			if (!stopping)
+			{
+				fprintf(stderr, "%s: the command exited, but left processes in its group; stopping them\n",
+						progname);
+				signal_command(child, SIGTERM);
+				stopping = true;
+				kill_at = now_ms() + grace_ms;
+			}
+		}
+		now = now_ms();
+		left = ro->nested ? INT64_MAX : lockqc_remaining_ms(h);
+		if (!stopping && (atomic_load(&lease_lost) || left == 0))
 		{
 			fprintf(stderr, "%s: lease on \"%s\" lost; stopping the command\n",
 					progname, lockqc_lock_id(h));
-			kill(child, SIGTERM);
-			terminated = true;
-			kill_at = now_ms() + grace_ms;
+			atomic_store(&lease_lost, 1);
+			signal_command(child, SIGTERM);
+			stopping = true;
+			kill_at = now + grace_ms;
+		}
+		else if (!stopping && left <= ro->stop_grace_ms + margin_ms)
+		{
+			fprintf(stderr, "%s: the lease on \"%s\" could not be renewed and ends in %" PRId64 " ms; stopping the command\n",
+					progname, lockqc_lock_id(h), left);
+			atomic_store(&lease_lost, 1);
+			signal_command(child, SIGTERM);
+			stopping = true;
+			kill_at = now + lqc_cli_max(left - margin_ms, 0);
+		}
+		else if (!stopping && left != INT64_MAX)
+			wake = now + left - ro->stop_grace_ms - margin_ms;
+		if (stopping && !killed)
+		{
+			/* never later than the margin before the lease can end */
+			if (!atomic_load(&lease_lost) || left > 0)
+				kill_at = lqc_cli_min(kill_at, left == INT64_MAX ? INT64_MAX : now + left - margin_ms);
+			if (now >= kill_at)
+			{
+				signal_command(child, SIGKILL);
+				killed = true;
+			}
+			else
+				wake = lqc_cli_min(wake, kill_at);
 		}
 		if (got_signal)
 		{
-			/* pass SIGINT, SIGTERM and SIGHUP on to the command */
-			kill(child, got_signal);
+			signal_command(child, got_signal);
 			got_signal = 0;
 		}
-		if (terminated)
+		if (tfd >= 0 && wake != INT64_MAX)
 		{
-			int64_t		left = kill_at - now_ms();
+			struct itimerspec its;
+			int64_t		abs_ms;
 
-			if (left <= 0)
-			{
-				kill(child, SIGKILL);
-				kill_at = INT64_MAX;
-			}
-			else
-				timeout = (int) (left < 1000 ? left : 1000);
+			/* the timer's clock is CLOCK_BOOTTIME, as now_ms() */
+			memset(&its, 0, sizeof(its));
+			abs_ms = lqc_cli_max(wake, now + 1);
+			its.it_value.tv_sec = abs_ms / 1000;
+			its.it_value.tv_nsec = (abs_ms % 1000) * 1000000;
+			(void) timerfd_settime(tfd, TFD_TIMER_ABSTIME, &its, NULL);
 		}
-		else
-			timeout = 1000;		/* a safety net; events come by the pipe */
-		(void) poll(&pfd, 1, timeout);
+		/* a safety net of 1 s (0.1 s while the group is being stopped) */
+		(void) poll(pfd, tfd >= 0 ? 2 : 1,
+					done || stopping ? 100 :
+					wake == INT64_MAX ? 1000 : (int) lqc_cli_min(lqc_cli_max(wake - now, 1), 1000));
 		while (read(event_pipe[0], buf, sizeof(buf)) > 0)
 			;
+		if (tfd >= 0)
+			while (read(tfd, buf, sizeof(buf)) > 0)
+				;
+	}
+	if (tfd >= 0)
+		close(tfd);
+
+	if (ro->nested)
+		lockqc_forget(h);		/* the enclosing run releases it */
+	else
+	{
+		char	   *lock_id = strdup(lockqc_lock_id(h));
+		int			urc = lockqc_unlock(h);
+
+		if (urc == LOCKQC_LOST)
+			atomic_store(&lease_lost, 1);
+		else if (urc != LOCKQC_OK)
+			fprintf(stderr, "%s: %s\n", progname, lockqc_errmsg(conn));
+		else if (ro->verbose)
+			fprintf(stderr, "%s: released \"%s\" after %.3f s\n", progname,
+					lock_id ? lock_id : "?", (now_ms() - started) / 1000.0);
+		free(lock_id);
+	}
+	h = NULL;
+
+	/* goodbye to the guardian: the group is gone, nothing to kill */
+	if (guard_fd >= 0)
+	{
+		ssize_t		w = write(guard_fd, "q", 1);
+
+		(void) w;
+		close(guard_fd);
+		if (guardian > 0)
+			(void) waitpid(guardian, NULL, 0);
 	}
 
-	if (lockqc_unlock(h) == LOCKQC_LOST)
-		lease_lost = 1;
-	if (lease_lost)
-		return EXIT_LOST;
-	if (WIFEXITED(status))
-		return WEXITSTATUS(status);
-	if (WIFSIGNALED(status))
-		return 128 + WTERMSIG(status);
-	return 1;
+	if (atomic_load(&lease_lost))
+		rc = EXIT_LOST;
+	else if (WIFEXITED(status))
+		rc = WEXITSTATUS(status);
+	else if (WIFSIGNALED(status))
+		rc = 128 + WTERMSIG(status);
+	else
+		rc = 1;
+	return rc;
+}
+
+/*
+ * nested_in_enclosing_run: is this run inside a lockq run of the same lock
+ * and owner (its LOCKQ_LOCK and LOCKQ_OWNER in our environment)?
+ */
+static bool
+nested_in_enclosing_run(const char *lock_id, const char *owner)
+{
+	const char *el = getenv("LOCKQ_LOCK");
+	const char *eo = getenv("LOCKQ_OWNER");
+
+	return owner != NULL && el != NULL && eo != NULL &&
+		strcmp(el, lock_id) == 0 && strcmp(eo, owner) == 0 &&
+		getenv("LOCKQ_TOKEN") != NULL;
 }
 
 static int
@@ -266,28 +610,42 @@ cmd_run(int argc, char **argv, const char *conninfo)
 {
 	static const struct option longopts[] = {
 		{"ttl", required_argument, NULL, 't'},
-		{"timeout", required_argument, NULL, 'T'},
+		{"timeout", required_argument, NULL, 'w'},
+		{"wait", required_argument, NULL, 'w'},
 		{"no-wait", no_argument, NULL, 'n'},
+		{"nonblock", no_argument, NULL, 'n'},
+		{"conflict-exit-code", required_argument, NULL, 'E'},
+		{"command", required_argument, NULL, 'c'},
+		{"verbose", no_argument, NULL, 'v'},
 		{"owner", required_argument, NULL, 'o'},
 		{"grace", required_argument, NULL, 'g'},
+		{"margin", required_argument, NULL, 'm'},
+		{"foreground", no_argument, NULL, 'F'},
 		{"dbname", required_argument, NULL, 'd'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0}
 	};
 	lockqc_opts opts;
 	lockqc_handle *h = NULL;
+	run_opts	ro = {0};
 	bool		no_wait = false;
 	bool		timeout_given = false;
-	int64_t		grace_ms = 10000;
+	bool		grace_given = false;
+	bool		margin_given = false;
+	int			conflict_exit = EXIT_TIMEOUT;
+	const char *shell_cmd = NULL;
+	char	   *sh_argv[4];
+	char	  **cmd_argv;
 	char	   *errmsg = NULL;
 	const char *lock_id;
+	int64_t		t0;
 	int			c;
 	int			rc;
 
 	lockqc_opts_init(&opts);
 	opts.on_lost = on_lost;
-	opts.cancel = &cancel_wait;
-	while ((c = getopt_long(argc, argv, "+d:h", longopts, NULL)) != -1)
+	opts.cancel_flag = &cancel_wait;
+	while ((c = getopt_long(argc, argv, "+d:hnw:E:c:v", longopts, NULL)) != -1)
 	{
 		switch (c)
 		{
@@ -296,7 +654,7 @@ cmd_run(int argc, char **argv, const char *conninfo)
 				if (opts.ttl_ms <= 0)
 					die_usage("--ttl must be positive, not \"%s\"", optarg);
 				break;
-			case 'T':
+			case 'w':
 				opts.timeout_ms = parse_duration_arg("--timeout", optarg);
 				if (opts.timeout_ms <= 0)
 					die_usage("--timeout must be positive, not \"%s\"", optarg);
@@ -305,11 +663,39 @@ cmd_run(int argc, char **argv, const char *conninfo)
 			case 'n':
 				no_wait = true;
 				break;
+			case 'E':
+				{
+					char	   *end;
+					long		v;
+
+					errno = 0;
+					v = strtol(optarg, &end, 10);
+					if (errno != 0 || end == optarg || *end != '\0' || v < 0 || v > 255)
+						die_usage("--conflict-exit-code must be 0 to 255, not \"%s\"", optarg);
+					conflict_exit = (int) v;
+				}
+				break;
+			case 'c':
+				shell_cmd = optarg;
+				break;
+			case 'v':
+				ro.verbose = true;
+				break;
 			case 'o':
 				opts.owner = optarg;
+				if (strncmp(optarg, "session:", 8) == 0)
+					die_usage("owner names starting with \"session:\" are reserved: \"%s\"", optarg);
 				break;
 			case 'g':
-				grace_ms = parse_duration_arg("--grace", optarg);
+				ro.grace_ms = parse_duration_arg("--grace", optarg);
+				grace_given = true;
+				break;
+			case 'm':
+				ro.margin_ms = parse_duration_arg("--margin", optarg);
+				margin_given = true;
+				break;
+			case 'F':
+				foreground = true;
 				break;
 			case 'd':
 				conninfo = optarg;
@@ -326,47 +712,116 @@ cmd_run(int argc, char **argv, const char *conninfo)
 	if (optind >= argc)
 		die_usage("%s", "run needs a LOCK and a COMMAND");
 	lock_id = argv[optind++];
+	/* flock(1) style: LOCK -c 'command' */
+	if (shell_cmd == NULL && optind + 1 < argc + 0 && optind < argc &&
+		(strcmp(argv[optind], "-c") == 0 || strcmp(argv[optind], "--command") == 0))
+	{
+		shell_cmd = argv[optind + 1];
+		optind += 2;
+	}
 	if (optind < argc && strcmp(argv[optind], "--") == 0)
 		optind++;
-	if (optind >= argc)
-		die_usage("%s", "run needs a COMMAND after the LOCK (LOCK -- COMMAND ...)");
+	if (shell_cmd != NULL)
+	{
+		if (optind < argc)
+			die_usage("unexpected argument \"%s\" after -c", argv[optind]);
+		sh_argv[0] = "/bin/sh";
+		sh_argv[1] = "-c";
+		sh_argv[2] = (char *) shell_cmd;
+		sh_argv[3] = NULL;
+		cmd_argv = sh_argv;
+	}
+	else
+	{
+		if (optind >= argc)
+			die_usage("%s", "run needs a COMMAND after the LOCK (LOCK -- COMMAND ..., or -c 'COMMAND')");
+		cmd_argv = argv + optind;
+	}
+
+	/*
+	 * The stop schedule must fit in the part of the lease that renewals
+	 * keep: they come every third of the ttl, so the deadline is never less
+	 * than two thirds of the ttl away while they work.  Half the ttl leaves
+	 * room for a slow renewal.
+	 */
+	if (!margin_given)
+		ro.margin_ms = lqc_cli_min(opts.ttl_ms / 10, 2000);
+	if (!grace_given)
+		ro.grace_ms = lqc_cli_max(lqc_cli_min(10000, opts.ttl_ms / 2 - ro.margin_ms), 0);
+	if (ro.margin_ms > opts.ttl_ms / 2)
+	{
+		char		msg[200];
+
+		snprintf(msg, sizeof(msg),
+				 "--margin (%" PRId64 " ms) must be at most half the --ttl (%" PRId64 " ms)",
+				 ro.margin_ms, opts.ttl_ms);
+		die_usage("%s", msg);
+	}
+	/* a longer grace still applies to a lease lost outright */
+	ro.stop_grace_ms = lqc_cli_min(ro.grace_ms, opts.ttl_ms / 2 - ro.margin_ms);
 
 	if (pipe2(event_pipe, O_NONBLOCK | O_CLOEXEC) != 0)
 	{
 		perror(progname);
 		return EXIT_CONNECTION;
 	}
-	set_handler(SIGINT, on_signal);
-	set_handler(SIGTERM, on_signal);
-	set_handler(SIGHUP, on_signal);
+	set_info_handler(SIGINT);
+	set_info_handler(SIGTERM);
+	set_info_handler(SIGHUP);
+	set_info_handler(SIGQUIT);
 	set_handler(SIGCHLD, on_child);
 
 	conn = lockqc_connect(conninfo, &errmsg);
 	if (conn == NULL)
 	{
-		fprintf(stderr, "%s: could not connect: %s", progname,
-				errmsg ? errmsg : "unknown error\n");
+		fprintf(stderr, "%s: %s\n", progname, errmsg ? errmsg : "could not connect");
 		free(errmsg);
 		return EXIT_CONNECTION;
 	}
 
-	rc = no_wait ? lockqc_trylock(conn, lock_id, &opts, &h)
-		: lockqc_lock(conn, lock_id, &opts, &h);
+	t0 = now_ms();
+	rc = LOCKQC_NOT_AVAILABLE;
+	if (nested_in_enclosing_run(lock_id, opts.owner))
+	{
+		/* re-entrant: the same owner gets the same token at once */
+		rc = lockqc_trylock(conn, lock_id, &opts, &h);
+		if (rc == LOCKQC_OK &&
+			strcmp(getenv("LOCKQ_TOKEN"), "") != 0 &&
+			lockqc_token(h) == strtoll(getenv("LOCKQ_TOKEN"), NULL, 10))
+		{
+			ro.nested = true;
+			if (ro.verbose)
+				fprintf(stderr, "%s: \"%s\" is held by the enclosing run (token %" PRId64 "); it releases it\n",
+						progname, lock_id, lockqc_token(h));
+		}
+	}
+	if (rc != LOCKQC_OK)
+	{
+		if (ro.verbose && !no_wait)
+			fprintf(stderr, "%s: waiting for \"%s\"\n", progname, lock_id);
+		rc = no_wait ? lockqc_trylock(conn, lock_id, &opts, &h)
+			: lockqc_lock(conn, lock_id, &opts, &h);
+	}
 	switch (rc)
 	{
 		case LOCKQC_OK:
-			rc = run_command(h, argv + optind, grace_ms);
+			if (ro.verbose && !ro.nested)
+				fprintf(stderr, "%s: acquired \"%s\" (token %" PRId64 ") after %.3f s\n",
+						progname, lock_id, lockqc_token(h), (now_ms() - t0) / 1000.0);
+			rc = run_command(h, cmd_argv, &ro);
+			if (rc == EXIT_LOST && ro.verbose)
+				fprintf(stderr, "%s: the command was stopped: the lease was lost\n", progname);
 			break;
 		case LOCKQC_TIMEOUT:
 		case LOCKQC_NOT_AVAILABLE:
 			fprintf(stderr, "%s: lock \"%s\" not acquired (%s)\n", progname,
 					lock_id, lockqc_status_str(rc));
-			rc = EXIT_TIMEOUT;
+			rc = conflict_exit;
 			break;
 		case LOCKQC_CANCELLED:
 			fprintf(stderr, "%s: interrupted while waiting for \"%s\"\n",
 					progname, lock_id);
-			rc = EXIT_INTERRUPTED;
+			rc = 128 + (first_signal ? first_signal : SIGINT);
 			break;
 		case LOCKQC_EINVAL:
 			fprintf(stderr, "%s: %s\n", progname, lockqc_errmsg(conn));
@@ -374,7 +829,8 @@ cmd_run(int argc, char **argv, const char *conninfo)
 			break;
 		default:
 			fprintf(stderr, "%s: %s\n", progname, lockqc_errmsg(conn));
-			rc = EXIT_CONNECTION;
+			/* the server refused the arguments (ttl, owner): a usage error */
+			rc = strncmp(lockqc_sqlstate(conn), "22", 2) == 0 ? EXIT_USAGE : EXIT_CONNECTION;
 			break;
 	}
 	lockqc_disconnect(conn);
@@ -392,25 +848,49 @@ cmd_run(int argc, char **argv, const char *conninfo)
 static PGconn *
 pg_connect(const char *conninfo, char **schema)
 {
-	PGconn	   *pg = PQconnectdb(conninfo ? conninfo : "");
+	/* defaults the conninfo may override (it comes after them) */
+	static const char *const kw[] = {"connect_timeout", "keepalives",
+		"keepalives_idle", "keepalives_interval", "keepalives_count",
+		"tcp_user_timeout", "fallback_application_name", "dbname", NULL};
+	const char *val[] = {"10", "1", "5", "2", "3", "10000", "lockq",
+		conninfo ? conninfo : "", NULL};
+	PGconn	   *pg = PQconnectdbParams(kw, val, 1);
 	PGresult   *res;
 
 	if (PQstatus(pg) != CONNECTION_OK)
 	{
-		fprintf(stderr, "%s: could not connect: %s", progname, PQerrorMessage(pg));
+		fprintf(stderr, "%s: %s", progname, PQerrorMessage(pg));
 		PQfinish(pg);
 		exit(EXIT_CONNECTION);
 	}
 	res = PQexecParams(pg, "SELECT pg_catalog.set_config('search_path', '', false),"
 					   " (SELECT n.nspname FROM pg_catalog.pg_extension e"
 					   "   JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) e.extnamespace"
-					   "  WHERE e.extname OPERATOR(pg_catalog.=) 'lockq')",
+					   "  WHERE e.extname OPERATOR(pg_catalog.=) 'lockq'),"
+					   " pg_catalog.current_setting('lockq.database', true),"
+					   " pg_catalog.current_database()",
 					   0, NULL, NULL, NULL, NULL, 0);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQgetisnull(res, 0, 1))
 	{
-		fprintf(stderr, "%s: %s\n", progname,
-				PQresultStatus(res) != PGRES_TUPLES_OK ? PQresultErrorMessage(res)
-				: "the lockq extension is not installed in this database");
+		if (PQresultStatus(res) != PGRES_TUPLES_OK)
+			fprintf(stderr, "%s: %s", progname, PQresultErrorMessage(res));
+		else
+			fprintf(stderr, "%s: the lockq extension is not installed in database \"%s\"\n",
+					progname, PQgetvalue(res, 0, 3));
+		PQclear(res);
+		PQfinish(pg);
+		exit(EXIT_CONNECTION);
+	}
+	/* the views are empty elsewhere: say so rather than "nothing held" */
+	if (PQgetisnull(res, 0, 2) ||
+		strcmp(PQgetvalue(res, 0, 2), PQgetvalue(res, 0, 3)) != 0)
+	{
+		if (PQgetisnull(res, 0, 2))
+			fprintf(stderr, "%s: lockq is not loaded in this server (shared_preload_libraries)\n",
+					progname);
+		else
+			fprintf(stderr, "%s: the lock service runs in database \"%s\" (lockq.database), not in \"%s\"\n",
+					progname, PQgetvalue(res, 0, 2), PQgetvalue(res, 0, 3));
 		PQclear(res);
 		PQfinish(pg);
 		exit(EXIT_CONNECTION);
@@ -446,6 +926,7 @@ cmd_status(int argc, char **argv, const char *conninfo)
 		{NULL, 0, NULL, 0}
 	};
 	bool		json = false;
+	bool		held = false;
 	const char *lock_id = NULL;
 	char	   *schema;
 	char	   *sql;
@@ -514,6 +995,9 @@ cmd_status(int argc, char **argv, const char *conninfo)
 	}
 	PQfreemem(schema);
 
+	for (i = 0; i < PQntuples(res); i++)
+		if (!PQgetisnull(res, i, 1))
+			held = true;
 	if (json)
 	{
 		if (PQntuples(res) > 0 && !PQgetisnull(res, 0, 8))
@@ -551,7 +1035,7 @@ cmd_status(int argc, char **argv, const char *conninfo)
 	}
 	PQclear(res);
 	PQfinish(pg);
-	return 0;
+	return held ? 0 : EXIT_NOT_HELD;
 }
 
 static int
@@ -629,6 +1113,64 @@ cmd_release(int argc, char **argv, const char *conninfo)
 	return rc;
 }
 
+/*
+ * cmd_force_release ends whatever grant LOCK has (lockq_force_release:
+ * lockq_admin members and superusers).  0 if there was one, 1 if not.
+ */
+static int
+cmd_force_release(int argc, char **argv, const char *conninfo)
+{
+	static const struct option longopts[] = {
+		{"dbname", required_argument, NULL, 'd'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0}
+	};
+	const char *lock_id;
+	char	   *schema;
+	char	   *sql;
+	PGconn	   *pg;
+	PGresult   *res;
+	int			c;
+	int			rc;
+
+	while ((c = getopt_long(argc, argv, "d:h", longopts, NULL)) != -1)
+	{
+		switch (c)
+		{
+			case 'd':
+				conninfo = optarg;
+				break;
+			case 'h':
+				usage(stdout);
+				exit(0);
+			default:
+				die_usage("%s", "invalid option for force-release");
+		}
+	}
+	if (optind >= argc)
+		die_usage("%s", "force-release needs a LOCK");
+	lock_id = argv[optind++];
+	if (optind < argc)
+		die_usage("unexpected argument \"%s\"", argv[optind]);
+
+	pg = pg_connect(conninfo, &schema);
+	if (asprintf(&sql, "SELECT %s.lockq_force_release($1)", schema) < 0)
+		exit(EXIT_CONNECTION);
+	{
+		const char *params[1] = {lock_id};
+
+		res = pg_query(pg, sql, 1, params);
+	}
+	free(sql);
+	PQfreemem(schema);
+	rc = strcmp(PQgetvalue(res, 0, 0), "t") == 0 ? 0 : EXIT_NOT_HELD;
+	if (rc != 0)
+		fprintf(stderr, "%s: \"%s\" was not held\n", progname, lock_id);
+	PQclear(res);
+	PQfinish(pg);
+	return rc;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -669,6 +1211,8 @@ main(int argc, char **argv)
 		return cmd_status(argc, argv, conninfo);
 	if (strcmp(cmd, "release") == 0)
 		return cmd_release(argc, argv, conninfo);
+	if (strcmp(cmd, "force-release") == 0)
+		return cmd_force_release(argc, argv, conninfo);
 	die_usage("unknown command \"%s\"", cmd);
 	return EXIT_USAGE;
 }

@@ -3,27 +3,47 @@
  * lockq_client.c
  *		liblockq: a thread-safe libpq client for lockq.
  *
- * Each lockqc_conn has:
- *	- one libpq connection, used under conn->mu by every thread;
- *	- an I/O thread that waits on that socket and on a self-pipe, and does
- *	  the periodic work: NOTIFY delivery, heartbeats of queued waits,
- *	  renewals of held leases (at a third of the ttl), reconnection;
- *	- a timer thread that watches the local lease deadlines and fires the
- *	  lost-lease callbacks.  It never touches libpq, so a stuck connection
- *	  cannot delay a callback past the deadline.
+ * Each lockqc_conn has two threads of its own:
+ *	- the I/O thread, the only one that ever calls libpq.  It uses the
+ *	  non-blocking interface (PQconnectStartParams/PQconnectPoll,
+ *	  PQsendQueryParams, PQconsumeInput) and waits in poll() on the socket
+ *	  and a self-pipe, with a deadline for every connection attempt and
+ *	  every statement.  It sends one statement at a time: what the
+ *	  application's calls asked for (enqueue, try, release, cancel), the
+ *	  heartbeats of queued waits, renewals of held leases (at a third of the
+ *	  ttl), checks of "lost" notices, and the clean-up of what the
+ *	  application gave up.  A statement unanswered past its deadline means a
+ *	  stalled connection: it is dropped and re-established.
+ *	- the timer thread, which ends leases at their local deadline and fires
+ *	  the lost-lease callbacks.  It never touches libpq.
  *
- * A wait is queued with lockq_enqueue on the connection's own LISTEN
- * channel.  A notification is only a hint: the I/O thread then asks the
- * server (lockq_heartbeat), so a forged NOTIFY grants nothing.  The local
- * lease deadline is always counted from the moment the request that set
- * the lease was sent, on CLOCK_MONOTONIC, so it never ends after the
- * server's lease.
+ * The application's threads never touch libpq either: lockqc_lock,
+ * lockqc_trylock and lockqc_unlock set a request on their handle, poke the
+ * I/O thread and wait on the handle's condition variable with their own
+ * deadline.  conn->mu protects the handle list and every handle's
+ * request/result fields; it is never held across a wait for the network
+ * (the I/O thread drops it around poll() and around the calls that can
+ * block on name resolution).
+ *
+ * What the application gives up (a timed-out or cancelled wait, a failed
+ * try, an unconfirmed release) stays on the handle list as a "zombie" the
+ * I/O thread withdraws (lockq_cancel) or releases by owner as soon as it
+ * can, after a reconnect if need be, until the server would have ended it
+ * by itself.  Every request the library repeats after a lost reply is
+ * idempotent for its owner: lockq_enqueue keeps the place or returns the
+ * same token, lockq_try returns the same token, release and cancel are
+ * no-ops the second time.
+ *
+ * Local lease deadlines are counted on CLOCK_BOOTTIME (it does not stop
+ * during a system suspend, as the server's clock does not) from the moment
+ * the request that set the lease was sent, so they never end after the
+ * server's.
  *
  * Lock order: conn->mu before conn->tmu; the timer thread only takes tmu.
- * Handles are reference-counted so that a lost-lease callback racing with
- * lockqc_unlock never sees a freed handle.  Every SQL statement is
- * parameterised, names the extension's schema, and runs with an empty
- * search_path.
+ * Handles are reference-counted: the application's reference, the list's,
+ * and the I/O thread's while a statement about the handle is in flight.
+ * Every SQL statement is parameterised, names the extension's schema, and
+ * runs with an empty search_path.
  *
  * Copyright (c) 2026, lockq developers
  *
@@ -45,6 +65,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/syscall.h>
+#include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -55,18 +76,36 @@
 
 #define LQC_DEFAULT_TTL_MS			30000
 #define LQC_DEFAULT_HEARTBEAT_MS	10000
+#define LQC_DEFAULT_IO_TIMEOUT_MS	10000
+#define LQC_DEFAULT_CONNECT_TIMEOUT_MS 10000
+#define LQC_MIN_STALL_MS			200		/* shortest stall limit */
+#define LQC_WITHDRAW_WAIT_MS		1000	/* lockqc_lock waits this long for
+											 * its withdrawal */
+#define LQC_CLOSE_WAIT_MS			2000	/* lockqc_disconnect's clean-up */
 #define LQC_MAX_NAME				255
 #define LQC_ERRLEN					1024
 #define LQC_MAX_RECONNECT_DELAY_MS	1000
+#define LQC_FOREVER					INT64_MAX
 
 /* Handle states (atomic). */
 enum
 {
+	LQC_NEW,					/* enqueue/try not answered yet */
 	LQC_WAITING,				/* queued, not granted yet */
 	LQC_HELD,					/* granted; lease valid until deadline */
 	LQC_LOST,					/* the lease is gone */
-	LQC_FAILED,					/* the wait failed (connection) */
-	LQC_DONE					/* unlocked / withdrawn */
+	LQC_FAILED,					/* the wait failed */
+	LQC_DONE					/* unlocked / withdrawn / given up */
+};
+
+/* What an application call asks the I/O thread to send for a handle. */
+enum
+{
+	OP_NONE,
+	OP_ENQUEUE,
+	OP_TRY,
+	OP_RELEASE,
+	OP_CANCEL
 };
 
 /* The statements we send; %s is the extension's schema. */
@@ -92,6 +131,30 @@ static const char *const lqc_sql_fmt[SQL_COUNT] = {
 	[SQL_HOLDS] = "SELECT %s.lockq_holds($1, $2::pg_catalog.int8)",
 };
 
+/* Jobs of the I/O thread: one statement each. */
+enum
+{
+	JOB_NONE,
+	JOB_SETUP,					/* empty search_path, find the schema */
+	JOB_LISTEN,
+	JOB_ENQUEUE,
+	JOB_TRY,
+	JOB_RELEASE,
+	JOB_CANCEL,
+	JOB_HEARTBEAT,
+	JOB_RENEW,
+	JOB_HOLDS
+};
+
+/* Connection states (I/O thread). */
+enum
+{
+	CS_DOWN,					/* no connection; reconnect at next_reconnect */
+	CS_CONNECTING,				/* PQconnectPoll in progress */
+	CS_SETUP,					/* connected, setup statements running */
+	CS_READY
+};
+
 struct lockqc_handle
 {
 	lockqc_conn *c;
@@ -105,15 +168,29 @@ struct lockqc_handle
 	void	   *on_lost_arg;
 
 	_Atomic int state;
-	_Atomic int64_t deadline;	/* local lease end, monotonic ms */
+	_Atomic int64_t deadline;	/* local lease end, CLOCK_BOOTTIME ms */
 	_Atomic int refs;
 
 	/* under c->mu */
-	pthread_cond_t cv;			/* wakes the lockqc_lock waiting on it */
+	pthread_cond_t cv;			/* wakes the application call waiting on it */
+	bool		linked;
+	int			op;				/* OP_*: request of an application call */
+	bool		op_done;		/* ... answered: op_rc */
+	int			op_rc;
+	bool		zombie;			/* the application let go; the I/O thread
+								 * finishes op, then drops the handle */
+	bool		returned;		/* handed to the application */
+	bool		sent;			/* an enqueue/try was sent: the server may
+								 * have a wait or grant for it */
+	int64_t		created;
+	int64_t		last_sent;		/* of the last enqueue/try/heartbeat */
+	int64_t		zombie_until;	/* stop cleaning up after this */
 	int64_t		next_renew;
 	int64_t		next_heartbeat;
 	bool		notified;		/* a grant/dropped notice came: ask now */
 	bool		verify;			/* a "lost" notice came: ask the server */
+	char		err[LQC_ERRLEN];	/* why the wait or request failed */
+	char		errstate[6];
 	lockqc_handle *next;
 	lockqc_handle *prev;
 
@@ -126,43 +203,80 @@ struct lockqc_handle
 
 struct lockqc_conn
 {
-	pthread_mutex_t mu;			/* libpq connection, handle list */
-	_Atomic bool wake_all;		/* lockqc_wakeup: every waiting lockqc_lock
+	pthread_mutex_t mu;
+	_Atomic bool wake_all;		/* lockqc_wakeup: every waiting call
 								 * re-checks its cancel flag */
-	PGconn	   *pg;
+	int			wake[2];		/* self-pipe, read by the I/O thread */
+
+	/* configuration (set before the threads start) */
 	char	   *conninfo;
-	bool		broken;
-	int64_t		broken_since;
+	int			nhosts;			/* > 1: each host is tried on its own */
+	char	  **hosts;
+	char	  **hostaddrs;
+	char	  **ports;
+	int64_t		connect_timeout_ms;
+	char		channel[64];
+
+	/* under mu */
+	int64_t		io_timeout_ms;
+	int			cstate;			/* CS_* */
+	int			host_idx;
+	bool		initial;		/* lockqc_connect is waiting */
+	bool		connect_failed; /* ... and every host failed */
+	pthread_cond_t ccv;			/* lockqc_connect / disconnect waits */
+	int64_t		down_since;
 	int64_t		next_reconnect;
 	int64_t		reconnect_delay;
-	char		channel[64];
+	int64_t		conn_deadline;
+	int			setup_step;
 	char	   *sql[SQL_COUNT];
 	char		sqlstate[6];
 	char		errmsg[LQC_ERRLEN];
 	lockqc_handle *handles;
-	bool		stop;
+	int			users;			/* application calls inside the library */
+	bool		closing;		/* lockqc_disconnect began */
+	bool		stop;			/* the I/O thread ends */
+	int64_t		close_deadline;
 
-	int			wake[2];		/* self-pipe, read by the I/O thread */
+	/* the I/O thread's own (libpq is used by it alone) */
+	PGconn	   *pg;
+	PostgresPollingStatusType poll_want;
+	int			inflight;		/* JOB_* being answered */
+	lockqc_handle *inflight_h;
+	int			inflight_op;
+	int64_t		inflight_sent;
+	PGresult   *inflight_res;
+	bool		want_write;
 	pthread_t	io_thread;
 
-	pthread_mutex_t tmu;		/* the timer thread */
-	pthread_cond_t tcv;
+	/* the timer thread */
+	pthread_mutex_t tmu;
 	bool		tstop;
+	bool		timer_frees;	/* lockqc_disconnect ran in a callback */
 	lockqc_handle *armed;
+	int			tfd;			/* timerfd on CLOCK_BOOTTIME */
+	int			twake[2];
 	pthread_t	timer_thread;
 };
 
 static __thread char lqc_tls_err[LQC_ERRLEN];
+static __thread char lqc_tls_state[6];
 static __thread const lockqc_conn *lqc_tls_conn;
 
-static bool lqc_reconnect(lockqc_conn *c);
+static void lqc_free_conn(lockqc_conn *c);
 
+/*
+ * lqc_now is the library's clock, in milliseconds: CLOCK_BOOTTIME, which
+ * goes on during a system suspend (CLOCK_MONOTONIC does not, and the lock
+ * server's lease clock does).
+ */
 static int64_t
 lqc_now(void)
 {
 	struct timespec ts;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
+	if (clock_gettime(CLOCK_BOOTTIME, &ts) != 0)
+		clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
@@ -172,12 +286,44 @@ lqc_min(int64_t a, int64_t b)
 	return a < b ? a : b;
 }
 
+static int64_t
+lqc_max(int64_t a, int64_t b)
+{
+	return a > b ? a : b;
+}
+
 /*
- * lqc_error records an error for c: in the calling thread (what
- * lockqc_errmsg returns there) and on the connection.
+ * lqc_cond_wait_until waits on cv (whose clock is CLOCK_MONOTONIC, the only
+ * one besides the wall clock that condition variables take) until at most
+ * the library-clock time until; a wait is at most a second long, so a
+ * suspend makes it return late by at most that much.
  */
 static void
-lqc_error(lockqc_conn *c, const char *fmt,...)
+lqc_cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t until)
+{
+	struct timespec ts;
+	int64_t		left = until - lqc_now();
+	int64_t		ns;
+
+	if (left <= 0)
+		return;
+	left = lqc_min(left, 1000);
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ns = ts.tv_nsec + (left % 1000) * 1000000;
+	ts.tv_sec += left / 1000 + ns / 1000000000;
+	ts.tv_nsec = ns % 1000000000;
+	(void) pthread_cond_timedwait(cv, mu, &ts);
+}
+
+/*
+ * lqc_set_error records an error for c in the calling thread (what
+ * lockqc_errmsg and lockqc_sqlstate return there) and, when the caller
+ * holds c->mu (locked), on the connection.  Messages never end in a
+ * newline.
+ */
+static void
+lqc_set_error(lockqc_conn *c, bool locked, const char *sqlstate,
+			  const char *fmt,...)
 {
 	va_list		ap;
 	size_t		len;
@@ -188,17 +334,48 @@ lqc_error(lockqc_conn *c, const char *fmt,...)
 	len = strlen(lqc_tls_err);
 	while (len > 0 && (lqc_tls_err[len - 1] == '\n' || lqc_tls_err[len - 1] == ' '))
 		lqc_tls_err[--len] = '\0';
+	snprintf(lqc_tls_state, sizeof(lqc_tls_state), "%s", sqlstate ? sqlstate : "");
 	lqc_tls_conn = c;
-	if (c != NULL)
+	if (c != NULL && locked)
+	{
 		snprintf(c->errmsg, sizeof(c->errmsg), "%s", lqc_tls_err);
+		snprintf(c->sqlstate, sizeof(c->sqlstate), "%s", lqc_tls_state);
+	}
+}
+
+/* lqc_chomp copies a libpq message without its trailing newline. */
+static void
+lqc_chomp(char *dst, size_t len, const char *src)
+{
+	size_t		n;
+
+	snprintf(dst, len, "%s", src ? src : "");
+	n = strlen(dst);
+	while (n > 0 && (dst[n - 1] == '\n' || dst[n - 1] == ' '))
+		dst[--n] = '\0';
 }
 
 const char *
 lockqc_errmsg(const lockqc_conn *c)
 {
-	if (c != NULL && lqc_tls_conn == c)
+	lockqc_conn *m = (lockqc_conn *) c;
+
+	if (c == NULL || lqc_tls_conn == c)
 		return lqc_tls_err;
-	return c != NULL ? c->errmsg : lqc_tls_err;
+	pthread_mutex_lock(&m->mu);
+	snprintf(lqc_tls_err, sizeof(lqc_tls_err), "%s", m->errmsg);
+	snprintf(lqc_tls_state, sizeof(lqc_tls_state), "%s", m->sqlstate);
+	pthread_mutex_unlock(&m->mu);
+	lqc_tls_conn = c;
+	return lqc_tls_err;
+}
+
+const char *
+lockqc_sqlstate(const lockqc_conn *c)
+{
+	if (c != NULL && lqc_tls_conn != c)
+		(void) lockqc_errmsg(c);
+	return lqc_tls_state;
 }
 
 const char *
@@ -229,7 +406,7 @@ lockqc_opts_init(lockqc_opts *opts)
 {
 	memset(opts, 0, sizeof(*opts));
 	opts->ttl_ms = LQC_DEFAULT_TTL_MS;
-	opts->timeout_ms = -1;
+	opts->timeout_ms = LOCKQC_WAIT_FOREVER;
 	opts->heartbeat_ms = LQC_DEFAULT_HEARTBEAT_MS;
 	opts->auto_renew = true;
 }
@@ -247,17 +424,40 @@ lqc_random_hex(char *buf)
 	snprintf(buf, 17, "%016llx", (unsigned long long) r);
 }
 
-/*
- * lqc_poke wakes the I/O thread.  Async-signal-safe.
- */
+/* lqc_write_byte writes one byte to a non-blocking pipe.  Async-signal-safe. */
+static void
+lqc_write_byte(int fd)
+{
+	ssize_t		rc;
+	int			saved = errno;
+
+	do
+		rc = write(fd, "x", 1);
+	while (rc < 0 && errno == EINTR);
+	errno = saved;
+}
+
+static void
+lqc_drain(int fd)
+{
+	char		buf[64];
+
+	while (read(fd, buf, sizeof(buf)) > 0)
+		;
+}
+
+/* lqc_poke wakes the I/O thread.  Async-signal-safe. */
 static void
 lqc_poke(lockqc_conn *c)
 {
-	ssize_t		rc;
+	lqc_write_byte(c->wake[1]);
+}
 
-	do
-		rc = write(c->wake[1], "x", 1);
-	while (rc < 0 && errno == EINTR);
+/* lqc_tpoke wakes the timer thread. */
+static void
+lqc_tpoke(lockqc_conn *c)
+{
+	lqc_write_byte(c->twake[1]);
 }
 
 void
@@ -268,15 +468,6 @@ lockqc_wakeup(lockqc_conn *c)
 		atomic_store(&c->wake_all, true);
 		lqc_poke(c);
 	}
-}
-
-static void
-lqc_drain_pipe(lockqc_conn *c)
-{
-	char		buf[64];
-
-	while (read(c->wake[0], buf, sizeof(buf)) > 0)
-		;
 }
 
 /*
@@ -417,19 +608,25 @@ lqc_unref(lockqc_handle *h)
 	}
 }
 
+/* lqc_link puts h on c's list, which takes a reference (c->mu held). */
 static void
 lqc_link(lockqc_conn *c, lockqc_handle *h)
 {
+	atomic_fetch_add(&h->refs, 1);
 	h->prev = NULL;
 	h->next = c->handles;
 	if (c->handles)
 		c->handles->prev = h;
 	c->handles = h;
+	h->linked = true;
 }
 
+/* lqc_unlink takes h off c's list and drops the list's reference (c->mu). */
 static void
 lqc_unlink(lockqc_conn *c, lockqc_handle *h)
 {
+	if (!h->linked)
+		return;
 	if (h->prev)
 		h->prev->next = h->next;
 	else if (c->handles == h)
@@ -437,6 +634,8 @@ lqc_unlink(lockqc_conn *c, lockqc_handle *h)
 	if (h->next)
 		h->next->prev = h->prev;
 	h->next = h->prev = NULL;
+	h->linked = false;
+	lqc_unref(h);
 }
 
 /* Timer list; tmu held. */
@@ -476,11 +675,21 @@ lqc_disarm(lockqc_conn *c, lockqc_handle *h)
 	pthread_mutex_unlock(&c->tmu);
 }
 
-static void lqc_init_cond(pthread_cond_t *cv);
+static void
+lqc_init_cond(pthread_cond_t *cv)
+{
+	pthread_condattr_t attr;
+
+	pthread_condattr_init(&attr);
+	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+	pthread_cond_init(cv, &attr);
+	pthread_condattr_destroy(&attr);
+}
 
 /*
- * lqc_new_handle builds a handle from the options; NULL with an error for
- * bad arguments.
+ * lqc_new_handle builds a handle from the options (one reference, the
+ * caller's); NULL with an error for bad arguments.  need_heartbeat: the
+ * heartbeat interval matters (a wait).
  */
 static lockqc_handle *
 lqc_new_handle(lockqc_conn *c, const char *lock_id, const lockqc_opts *opts)
@@ -496,13 +705,25 @@ lqc_new_handle(lockqc_conn *c, const char *lock_id, const lockqc_opts *opts)
 	}
 	if (lock_id == NULL || lock_id[0] == '\0' || strlen(lock_id) > LQC_MAX_NAME)
 	{
-		lqc_error(c, "lock id must be 1 to %d bytes", LQC_MAX_NAME);
+		lqc_set_error(c, false, "", "lock id must be 1 to %d bytes", LQC_MAX_NAME);
 		return NULL;
 	}
 	if (opts->owner != NULL &&
 		(opts->owner[0] == '\0' || strlen(opts->owner) > LQC_MAX_NAME))
 	{
-		lqc_error(c, "owner must be 1 to %d bytes", LQC_MAX_NAME);
+		lqc_set_error(c, false, "", "owner must be 1 to %d bytes", LQC_MAX_NAME);
+		return NULL;
+	}
+	if (opts->ttl_ms <= 0)
+	{
+		lqc_set_error(c, false, "", "ttl_ms must be positive, not %lld",
+					  (long long) opts->ttl_ms);
+		return NULL;
+	}
+	if (opts->heartbeat_ms <= 0)
+	{
+		lqc_set_error(c, false, "", "heartbeat_ms must be positive, not %lld",
+					  (long long) opts->heartbeat_ms);
 		return NULL;
 	}
 	if (opts->owner == NULL)
@@ -521,7 +742,7 @@ lqc_new_handle(lockqc_conn *c, const char *lock_id, const lockqc_opts *opts)
 	h = calloc(1, sizeof(*h));
 	if (h == NULL)
 	{
-		lqc_error(c, "out of memory");
+		lqc_set_error(c, false, "", "out of memory");
 		return NULL;
 	}
 	h->c = c;
@@ -532,280 +753,20 @@ lqc_new_handle(lockqc_conn *c, const char *lock_id, const lockqc_opts *opts)
 		free(h->lock_id);
 		free(h->owner);
 		free(h);
-		lqc_error(c, "out of memory");
+		lqc_set_error(c, false, "", "out of memory");
 		return NULL;
 	}
-	h->ttl_ms = opts->ttl_ms > 0 ? opts->ttl_ms : LQC_DEFAULT_TTL_MS;
-	h->heartbeat_ms = opts->heartbeat_ms > 0 ? opts->heartbeat_ms : LQC_DEFAULT_HEARTBEAT_MS;
+	h->ttl_ms = opts->ttl_ms;
+	h->heartbeat_ms = opts->heartbeat_ms;
 	h->auto_renew = opts->auto_renew;
 	h->on_lost = opts->on_lost;
 	h->on_lost_arg = opts->on_lost_arg;
+	h->created = lqc_now();
 	lqc_init_cond(&h->cv);
-	atomic_init(&h->state, LQC_WAITING);
+	atomic_init(&h->state, LQC_NEW);
 	atomic_init(&h->deadline, 0);
 	atomic_init(&h->refs, 1);
 	return h;
-}
-
-/*
- * Connection.
- */
-static void
-lqc_ignore_notice(void *arg, const char *message)
-{
-}
-
-static bool
-lqc_simple(lockqc_conn *c, const char *sql, ExecStatusType want)
-{
-	PGresult   *res = PQexecParams(c->pg, sql, 0, NULL, NULL, NULL, NULL, 0);
-	bool		ok = (res != NULL && PQresultStatus(res) == want);
-
-	if (!ok)
-		lqc_error(c, "%s", res ? PQresultErrorMessage(res) : PQerrorMessage(c->pg));
-	PQclear(res);
-	return ok;
-}
-
-/*
- * lqc_setup prepares a fresh connection: an empty search_path, the
- * statements naming the extension's schema, LISTEN on our channel.
- */
-static bool
-lqc_setup(lockqc_conn *c)
-{
-	PGresult   *res;
-	char	   *schema;
-	char	   *chan;
-	char	   *listen;
-	int			i;
-
-	PQsetNoticeProcessor(c->pg, lqc_ignore_notice, NULL);
-	if (!lqc_simple(c, "SELECT pg_catalog.set_config('search_path', '', false)",
-					PGRES_TUPLES_OK))
-		return false;
-
-	res = PQexecParams(c->pg,
-					   "SELECT n.nspname FROM pg_catalog.pg_extension e"
-					   " JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) e.extnamespace"
-					   " WHERE e.extname OPERATOR(pg_catalog.=) 'lockq'",
-					   0, NULL, NULL, NULL, NULL, 0);
-	if (res == NULL || PQresultStatus(res) != PGRES_TUPLES_OK)
-	{
-		lqc_error(c, "%s", res ? PQresultErrorMessage(res) : PQerrorMessage(c->pg));
-		PQclear(res);
-		return false;
-	}
-	if (PQntuples(res) != 1)
-	{
-		lqc_error(c, "the lockq extension is not installed in this database");
-		PQclear(res);
-		return false;
-	}
-	schema = PQescapeIdentifier(c->pg, PQgetvalue(res, 0, 0),
-								strlen(PQgetvalue(res, 0, 0)));
-	PQclear(res);
-	if (schema == NULL)
-	{
-		lqc_error(c, "%s", PQerrorMessage(c->pg));
-		return false;
-	}
-	for (i = 0; i < SQL_COUNT; i++)
-	{
-		free(c->sql[i]);
-		if (asprintf(&c->sql[i], lqc_sql_fmt[i], schema) < 0)
-			c->sql[i] = NULL;
-	}
-	PQfreemem(schema);
-	for (i = 0; i < SQL_COUNT; i++)
-	{
-		if (c->sql[i] == NULL)
-		{
-			lqc_error(c, "out of memory");
-			return false;
-		}
-	}
-
-	chan = PQescapeIdentifier(c->pg, c->channel, strlen(c->channel));
-	if (chan == NULL || asprintf(&listen, "LISTEN %s", chan) < 0)
-	{
-		PQfreemem(chan);
-		lqc_error(c, "out of memory");
-		return false;
-	}
-	PQfreemem(chan);
-	i = lqc_simple(c, listen, PGRES_COMMAND_OK);
-	free(listen);
-	return i;
-}
-
-static void
-lqc_mark_broken(lockqc_conn *c)
-{
-	if (!c->broken)
-	{
-		c->broken = true;
-		c->broken_since = lqc_now();
-		c->next_reconnect = 0;
-		c->reconnect_delay = 50;
-	}
-}
-
-/*
- * lqc_reconnect replaces a broken connection (c->mu held).  With a
- * multi-host conninfo and target_session_attrs=read-write it finds the new
- * primary.  Afterwards queued waits heartbeat at once (keeping their place
- * if the server still has them) and held leases are renewed or checked.
- */
-static bool
-lqc_reconnect(lockqc_conn *c)
-{
-	PGconn	   *pg;
-	lockqc_handle *h;
-
-	if (c->pg != NULL)
-	{
-		PQfinish(c->pg);
-		c->pg = NULL;
-	}
-	pg = PQconnectdb(c->conninfo);
-	if (pg == NULL || PQstatus(pg) != CONNECTION_OK)
-	{
-		lqc_error(c, "could not reconnect: %s", pg ? PQerrorMessage(pg) : "out of memory");
-		PQfinish(pg);
-		c->next_reconnect = lqc_now() + c->reconnect_delay;
-		c->reconnect_delay = lqc_min(c->reconnect_delay * 2, LQC_MAX_RECONNECT_DELAY_MS);
-		return false;
-	}
-	c->pg = pg;
-	if (!lqc_setup(c))
-	{
-		PQfinish(c->pg);
-		c->pg = NULL;
-		c->next_reconnect = lqc_now() + c->reconnect_delay;
-		return false;
-	}
-	c->broken = false;
-	for (h = c->handles; h != NULL; h = h->next)
-	{
-		if (atomic_load(&h->state) == LQC_WAITING)
-			h->next_heartbeat = 0;
-		else if (atomic_load(&h->state) == LQC_HELD)
-		{
-			if (h->auto_renew)
-				h->next_renew = 0;
-			else
-				h->verify = true;
-		}
-	}
-	lqc_poke(c);
-	return true;
-}
-
-static lockqc_handle *
-lqc_find(lockqc_conn *c, const lockqc_notice *n)
-{
-	lockqc_handle *h;
-
-	for (h = c->handles; h != NULL; h = h->next)
-	{
-		if (strlen(h->lock_id) == n->lock_len &&
-			memcmp(h->lock_id, n->lock_id, n->lock_len) == 0 &&
-			strlen(h->owner) == n->owner_len &&
-			memcmp(h->owner, n->owner, n->owner_len) == 0)
-			return h;
-	}
-	return NULL;
-}
-
-/*
- * lqc_dispatch takes the notifications that arrived and marks the handles
- * they concern for the I/O thread, which then asks the server (c->mu held).
- */
-static void
-lqc_dispatch(lockqc_conn *c)
-{
-	PGnotify   *n;
-	bool		poke = false;
-
-	if (c->pg == NULL)
-		return;
-	(void) PQconsumeInput(c->pg);
-	while ((n = PQnotifies(c->pg)) != NULL)
-	{
-		lockqc_notice nt;
-		lockqc_handle *h;
-
-		if (strcmp(n->relname, c->channel) == 0 &&
-			lockqc_parse_notice(n->extra, &nt) == 0 &&
-			(h = lqc_find(c, &nt)) != NULL)
-		{
-			int			st = atomic_load(&h->state);
-
-			if (st == LQC_WAITING &&
-				(nt.event == LOCKQC_EV_GRANT || nt.event == LOCKQC_EV_DROPPED))
-			{
-				h->next_heartbeat = 0;
-				h->notified = true;
-				poke = true;
-			}
-			else if (st == LQC_HELD && nt.event == LOCKQC_EV_LOST)
-			{
-				h->verify = true;
-				poke = true;
-			}
-		}
-		PQfreemem(n);
-	}
-	if (poke)
-		lqc_poke(c);
-}
-
-/*
- * lqc_exec runs one of our statements with text parameters (c->mu held).
- * Returns a one-row result the caller clears, or NULL with the error and
- * c->sqlstate set.  A broken connection is re-established once and the
- * statement repeated: every statement we send may safely be repeated.
- */
-static PGresult *
-lqc_exec(lockqc_conn *c, int which, int nparams, const char *const *params)
-{
-	int			attempt;
-
-	c->sqlstate[0] = '\0';
-	for (attempt = 0; attempt < 2; attempt++)
-	{
-		PGresult   *res;
-
-		if (c->broken && !lqc_reconnect(c))
-			return NULL;
-		res = PQexecParams(c->pg, c->sql[which], nparams, NULL, params,
-						   NULL, NULL, 0);
-		lqc_dispatch(c);
-		if (res != NULL && PQresultStatus(res) == PGRES_TUPLES_OK &&
-			PQntuples(res) == 1)
-			return res;
-		if (res != NULL)
-		{
-			const char *st = PQresultErrorField(res, PG_DIAG_SQLSTATE);
-			const char *msg = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
-			const char *hint = PQresultErrorField(res, PG_DIAG_MESSAGE_HINT);
-
-			snprintf(c->sqlstate, sizeof(c->sqlstate), "%s", st ? st : "");
-			if (msg != NULL)
-				lqc_error(c, "%s%s%s%s", msg, hint ? " (" : "", hint ? hint : "",
-						  hint ? ")" : "");
-			else
-				lqc_error(c, "%s", PQresultErrorMessage(res));
-			PQclear(res);
-		}
-		else
-			lqc_error(c, "%s", PQerrorMessage(c->pg));
-		if (PQstatus(c->pg) != CONNECTION_BAD)
-			return NULL;		/* an error from the server */
-		lqc_mark_broken(c);
-	}
-	return NULL;
 }
 
 static void
@@ -816,7 +777,7 @@ lqc_interval(char *buf, size_t len, int64_t ms)
 
 /*
  * lqc_granted records a grant whose lease was set by a request sent at
- * sent (c->mu held).
+ * sent (c->mu held) and wakes the call waiting for it.
  */
 static void
 lqc_granted(lockqc_conn *c, lockqc_handle *h, int64_t token, int64_t sent)
@@ -827,9 +788,9 @@ lqc_granted(lockqc_conn *c, lockqc_handle *h, int64_t token, int64_t sent)
 	atomic_store(&h->state, LQC_HELD);
 	pthread_mutex_lock(&c->tmu);
 	lqc_arm_locked(c, h);
-	pthread_cond_signal(&c->tcv);
 	pthread_mutex_unlock(&c->tmu);
-	pthread_cond_signal(&h->cv);
+	lqc_tpoke(c);
+	pthread_cond_broadcast(&h->cv);
 }
 
 /*
@@ -840,16 +801,53 @@ static void
 lqc_lose(lockqc_conn *c, lockqc_handle *h)
 {
 	atomic_store(&h->deadline, 0);
-	pthread_mutex_lock(&c->tmu);
-	pthread_cond_signal(&c->tcv);
-	pthread_mutex_unlock(&c->tmu);
+	lqc_tpoke(c);
+}
+
+/*
+ * lqc_fail ends a wait with an error the waiting lockqc_lock reports
+ * (c->mu held).
+ */
+static void
+lqc_fail(lockqc_handle *h, const char *sqlstate, const char *fmt,...)
+{
+	va_list		ap;
+	int			expected;
+
+	va_start(ap, fmt);
+	vsnprintf(h->err, sizeof(h->err), fmt, ap);
+	va_end(ap);
+	snprintf(h->errstate, sizeof(h->errstate), "%s", sqlstate ? sqlstate : "");
+	if (h->op == OP_ENQUEUE)
+		h->op = OP_NONE;
+	expected = LQC_WAITING;
+	if (!atomic_compare_exchange_strong(&h->state, &expected, LQC_FAILED))
+	{
+		expected = LQC_NEW;
+		(void) atomic_compare_exchange_strong(&h->state, &expected, LQC_FAILED);
+	}
+	pthread_cond_broadcast(&h->cv);
+}
+
+/*
+ * lqc_op_done answers an application request on h (c->mu held); a zombie
+ * whose request is answered leaves the list.
+ */
+static void
+lqc_op_done(lockqc_conn *c, lockqc_handle *h, int rc)
+{
+	h->op = OP_NONE;
+	h->op_done = true;
+	h->op_rc = rc;
+	pthread_cond_broadcast(&h->cv);
+	if (h->zombie)
+		lqc_unlink(c, h);
 }
 
 /*
  * lqc_schedule_heartbeat sets the next heartbeat of a queued wait after an
  * answer that said "still queued".  A notice that arrived while that request
- * was in flight (lqc_exec dispatches them) must not be overwritten: then the
- * heartbeat is due at once.
+ * was in flight must not be overwritten: then the heartbeat is due at once.
  */
 static void
 lqc_schedule_heartbeat(lockqc_handle *h, int64_t sent)
@@ -859,240 +857,17 @@ lqc_schedule_heartbeat(lockqc_handle *h, int64_t sent)
 }
 
 /*
- * lqc_enqueue queues h (or takes the lock at once), c->mu held.
- */
-static int
-lqc_enqueue(lockqc_conn *c, lockqc_handle *h)
-{
-	char		ttl[64];
-	char		hb[64];
-	const char *params[5];
-	int64_t		sent = lqc_now();
-	PGresult   *res;
-
-	lqc_interval(ttl, sizeof(ttl), h->ttl_ms);
-	lqc_interval(hb, sizeof(hb), h->heartbeat_ms);
-	params[0] = h->lock_id;
-	params[1] = h->owner;
-	params[2] = ttl;
-	params[3] = c->channel;
-	params[4] = hb;
-	h->notified = false;
-	res = lqc_exec(c, SQL_ENQUEUE, 5, params);
-	if (res == NULL)
-		return LOCKQC_ERROR;
-	if (!PQgetisnull(res, 0, 0))
-		lqc_granted(c, h, strtoll(PQgetvalue(res, 0, 0), NULL, 10), sent);
-	else
-	{
-		atomic_store(&h->state, LQC_WAITING);
-		lqc_schedule_heartbeat(h, sent);
-	}
-	PQclear(res);
-	return LOCKQC_OK;
-}
-
-/*
- * lqc_heartbeat keeps a queued wait alive and learns of its grant (I/O
- * thread, c->mu held).  A wait the server dropped is queued again.
- */
-static void
-lqc_heartbeat(lockqc_conn *c, lockqc_handle *h)
-{
-	const char *params[2] = {h->lock_id, h->owner};
-	int64_t		sent = lqc_now();
-	PGresult   *res;
-
-	h->notified = false;
-	res = lqc_exec(c, SQL_HEARTBEAT, 2, params);
-	if (res != NULL)
-	{
-		if (!PQgetisnull(res, 0, 0))
-			lqc_granted(c, h, strtoll(PQgetvalue(res, 0, 0), NULL, 10), sent);
-		else
-			lqc_schedule_heartbeat(h, sent);
-		PQclear(res);
-		return;
-	}
-	if (strcmp(c->sqlstate, "55000") == 0 && lqc_enqueue(c, h) == LOCKQC_OK)
-		return;
-	if (c->broken)
-		h->next_heartbeat = 0;
-	else
-	{
-		atomic_store(&h->state, LQC_FAILED);
-		pthread_cond_signal(&h->cv);
-	}
-}
-
-static void
-lqc_release_quietly(lockqc_conn *c, lockqc_handle *h)
-{
-	char		tok[32];
-	const char *params[3] = {h->lock_id, h->owner, tok};
-	PGresult   *res;
-
-	snprintf(tok, sizeof(tok), "%lld", (long long) h->token);
-	res = lqc_exec(c, SQL_RELEASE, 3, params);
-	PQclear(res);
-}
-
-/*
- * lqc_renew extends a held lease (I/O thread, c->mu held).  On a failed
- * attempt it tries again soon; the local deadline decides when the lease
- * is lost.
- */
-static void
-lqc_renew(lockqc_conn *c, lockqc_handle *h)
-{
-	char		tok[32];
-	char		ttl[64];
-	const char *params[4] = {h->lock_id, h->owner, tok, ttl};
-	int64_t		sent = lqc_now();
-	PGresult   *res;
-
-	snprintf(tok, sizeof(tok), "%lld", (long long) h->token);
-	lqc_interval(ttl, sizeof(ttl), h->ttl_ms);
-	res = lqc_exec(c, SQL_RENEW, 4, params);
-	if (res == NULL)
-	{
-		h->next_renew = lqc_now() + lqc_min(h->ttl_ms / 10 + 10, 1000);
-		return;
-	}
-	if (strcmp(PQgetvalue(res, 0, 0), "t") != 0)
-		lqc_lose(c, h);
-	else if (atomic_load(&h->state) == LQC_HELD &&
-			 atomic_load(&h->deadline) > lqc_now())
-	{
-		atomic_store(&h->deadline, sent + h->ttl_ms);
-		h->next_renew = sent + h->ttl_ms / 3;
-	}
-	else
-		lqc_release_quietly(c, h);	/* renewed too late: we gave it up */
-	PQclear(res);
-}
-
-/*
- * lqc_verify asks the server whether a grant we were told we lost is
- * really gone (the notice could be forged).
- */
-static void
-lqc_verify(lockqc_conn *c, lockqc_handle *h)
-{
-	char		tok[32];
-	const char *params[2] = {h->lock_id, tok};
-	PGresult   *res;
-
-	snprintf(tok, sizeof(tok), "%lld", (long long) h->token);
-	res = lqc_exec(c, SQL_HOLDS, 2, params);
-	if (res == NULL)
-	{
-		if (!c->broken)
-			h->verify = false;
-		return;
-	}
-	h->verify = false;
-	if (strcmp(PQgetvalue(res, 0, 0), "t") != 0)
-		lqc_lose(c, h);
-	PQclear(res);
-}
-
-/*
- * The I/O thread.
- */
-static void *
-lqc_io_main(void *arg)
-{
-	lockqc_conn *c = arg;
-
-	pthread_mutex_lock(&c->mu);
-	while (!c->stop)
-	{
-		int64_t		now = lqc_now();
-		int64_t		next = now + 60000;
-		lockqc_handle *h;
-		struct pollfd fds[2];
-		int			nfds = 1;
-
-		if (c->broken && now >= c->next_reconnect)
-			(void) lqc_reconnect(c);
-		if (!c->broken)
-			lqc_dispatch(c);
-
-		for (h = c->handles; h != NULL; h = h->next)
-		{
-			int			st = atomic_load(&h->state);
-
-			if (st == LQC_WAITING)
-			{
-				if (c->broken)
-				{
-					/* the server drops a wait that misses its heartbeats */
-					if (now - c->broken_since > h->heartbeat_ms)
-					{
-						atomic_store(&h->state, LQC_FAILED);
-						pthread_cond_signal(&h->cv);
-					}
-					continue;
-				}
-				if (now >= h->next_heartbeat)
-					lqc_heartbeat(c, h);
-				if (atomic_load(&h->state) == LQC_WAITING)
-					next = lqc_min(next, h->next_heartbeat);
-			}
-			else if (st == LQC_HELD && !c->broken)
-			{
-				if (h->verify)
-					lqc_verify(c, h);
-				else if (h->auto_renew && now >= h->next_renew)
-					lqc_renew(c, h);
-				if (h->auto_renew && atomic_load(&h->state) == LQC_HELD)
-					next = lqc_min(next, h->verify ? now : h->next_renew);
-			}
-		}
-		if (c->broken)
-			next = lqc_min(next, c->next_reconnect);
-
-		fds[0].fd = c->wake[0];
-		fds[0].events = POLLIN;
-		if (!c->broken && c->pg != NULL && PQsocket(c->pg) >= 0)
-		{
-			fds[1].fd = PQsocket(c->pg);
-			fds[1].events = POLLIN;
-			nfds = 2;
-		}
-		/*
-		 * After lockqc_wakeup, every waiting lockqc_lock re-checks its
-		 * cancel flag.  Otherwise each is woken only for its own handle: one
-		 * condition variable for all would wake every waiting thread at
-		 * every event, which costs the square of their number.
-		 */
-		if (atomic_exchange(&c->wake_all, false))
-		{
-			for (lockqc_handle *w = c->handles; w != NULL; w = w->next)
-				if (atomic_load(&w->state) == LQC_WAITING)
-					pthread_cond_signal(&w->cv);
-		}
-		pthread_mutex_unlock(&c->mu);
-
-		now = lqc_now();
-		(void) poll(fds, nfds, next > now ? (int) lqc_min(next - now, INT_MAX) : 0);
-		lqc_drain_pipe(c);
-
-		pthread_mutex_lock(&c->mu);
-	}
-	pthread_mutex_unlock(&c->mu);
-	return NULL;
-}
-
-/*
  * The timer thread: ends leases at their local deadline and fires the
- * callbacks.  Never takes c->mu.
+ * callbacks.  It sleeps on a timerfd of CLOCK_BOOTTIME, so a lease that
+ * ended during a system suspend is reported as soon as the system resumes.
+ * Never takes c->mu.  When lockqc_disconnect was called from a callback,
+ * this thread frees the connection on its way out.
  */
 static void *
 lqc_timer_main(void *arg)
 {
 	lockqc_conn *c = arg;
+	bool		frees;
 
 	pthread_mutex_lock(&c->tmu);
 	while (!c->tstop)
@@ -1102,7 +877,6 @@ lqc_timer_main(void *arg)
 		lockqc_handle *fire = NULL;
 		lockqc_handle *h;
 		lockqc_handle *hn;
-		struct timespec ts;
 
 		for (h = c->armed; h != NULL; h = hn)
 		{
@@ -1124,9 +898,9 @@ lqc_timer_main(void *arg)
 			else
 				next = lqc_min(next, d);
 		}
+		pthread_mutex_unlock(&c->tmu);
 		if (fire != NULL)
 		{
-			pthread_mutex_unlock(&c->tmu);
 			while (fire != NULL)
 			{
 				h = fire;
@@ -1135,14 +909,1059 @@ lqc_timer_main(void *arg)
 					h->on_lost(h, h->on_lost_arg);
 				lqc_unref(h);
 			}
-			pthread_mutex_lock(&c->tmu);
+		}
+		else
+		{
+			struct itimerspec its;
+			struct pollfd fds[2];
+
+			memset(&its, 0, sizeof(its));
+			its.it_value.tv_sec = next / 1000;
+			its.it_value.tv_nsec = (next % 1000) * 1000000 + 1;
+			if (c->tfd >= 0)
+				(void) timerfd_settime(c->tfd, TFD_TIMER_ABSTIME, &its, NULL);
+			fds[0].fd = c->twake[0];
+			fds[0].events = POLLIN;
+			fds[1].fd = c->tfd;
+			fds[1].events = POLLIN;
+			(void) poll(fds, c->tfd >= 0 ? 2 : 1,
+						c->tfd >= 0 ? -1 : (int) lqc_min(lqc_max(next - lqc_now(), 0) + 1, 1000));
+			lqc_drain(c->twake[0]);
+			if (c->tfd >= 0)
+				lqc_drain(c->tfd);
+		}
+		pthread_mutex_lock(&c->tmu);
+	}
+	frees = c->timer_frees;
+	pthread_mutex_unlock(&c->tmu);
+	if (frees)
+	{
+		pthread_detach(pthread_self());
+		lqc_free_conn(c);
+	}
+	return NULL;
+}
+
+/*
+ * Connections.
+ */
+static void
+lqc_ignore_notice(void *arg, const char *message)
+{
+}
+
+/*
+ * lqc_split splits a comma-separated libpq list into a NULL-terminated
+ * array of n (the count, returned) malloc'ed strings.
+ */
+static int
+lqc_split(const char *s, char ***out)
+{
+	int			n = 1;
+	int			i = 0;
+	const char *p;
+	char	  **v;
+
+	*out = NULL;
+	if (s == NULL || s[0] == '\0')
+		return 0;
+	for (p = s; *p; p++)
+		if (*p == ',')
+			n++;
+	v = calloc(n + 1, sizeof(char *));
+	if (v == NULL)
+		return -1;
+	for (p = s;; p++)
+	{
+		const char *e = strchr(p, ',');
+		size_t		len = e ? (size_t) (e - p) : strlen(p);
+
+		v[i] = strndup(p, len);
+		if (v[i++] == NULL)
+			return -1;
+		if (e == NULL)
+			break;
+		p = e;
+	}
+	*out = v;
+	return n;
+}
+
+static void
+lqc_free_list(char **v)
+{
+	if (v == NULL)
+		return;
+	for (char **p = v; *p; p++)
+		free(*p);
+	free(v);
+}
+
+/*
+ * lqc_parse_conninfo reads what the library needs of the conninfo: the
+ * host list (to try each host with its own deadline) and connect_timeout.
+ * Returns false with a message in errbuf when libpq cannot parse it.
+ */
+static bool
+lqc_parse_conninfo(lockqc_conn *c, char *errbuf, size_t errlen)
+{
+	char	   *err = NULL;
+	PQconninfoOption *opts = PQconninfoParse(c->conninfo, &err);
+	const char *host = NULL;
+	const char *hostaddr = NULL;
+	const char *port = NULL;
+	int			nh,
+				na,
+				np;
+
+	if (opts == NULL)
+	{
+		lqc_chomp(errbuf, errlen, err ? err : "out of memory");
+		PQfreemem(err);
+		return false;
+	}
+	c->connect_timeout_ms = LQC_DEFAULT_CONNECT_TIMEOUT_MS;
+	for (PQconninfoOption *o = opts; o->keyword != NULL; o++)
+	{
+		if (o->val == NULL)
+			continue;
+		if (strcmp(o->keyword, "host") == 0)
+			host = o->val;
+		else if (strcmp(o->keyword, "hostaddr") == 0)
+			hostaddr = o->val;
+		else if (strcmp(o->keyword, "port") == 0)
+			port = o->val;
+		else if (strcmp(o->keyword, "connect_timeout") == 0)
+		{
+			long		s = strtol(o->val, NULL, 10);
+
+			/* as libpq: 0 or less is no limit, and at least 2 s */
+			if (s > 0)
+				c->connect_timeout_ms = (s < 2 ? 2 : s) * 1000;
+		}
+	}
+	nh = lqc_split(host, &c->hosts);
+	na = lqc_split(hostaddr, &c->hostaddrs);
+	np = lqc_split(port, &c->ports);
+	PQconninfoFree(opts);
+	if (nh < 0 || na < 0 || np < 0)
+	{
+		snprintf(errbuf, errlen, "out of memory");
+		return false;
+	}
+	c->nhosts = lqc_max(nh, na);
+	/* lists libpq would refuse: let libpq say so, on one attempt */
+	if ((nh > 1 && na > 1 && nh != na) || (np > 1 && np != c->nhosts))
+		c->nhosts = 0;
+	if (c->nhosts <= 1)
+		c->nhosts = 0;
+	return true;
+}
+
+/*
+ * lqc_start_connect begins a connection attempt to the current host (I/O
+ * thread, c->mu held; dropped around PQconnectStartParams, which may
+ * resolve a host name).  The library's defaults come before the conninfo,
+ * which may override them; a single host of a multi-host list comes
+ * after it.
+ */
+static void
+lqc_start_connect(lockqc_conn *c)
+{
+	const char *kw[16];
+	const char *val[16];
+	int			n = 0;
+	PGconn	   *pg;
+
+	kw[n] = "keepalives";
+	val[n++] = "1";
+	kw[n] = "keepalives_idle";
+	val[n++] = "5";
+	kw[n] = "keepalives_interval";
+	val[n++] = "2";
+	kw[n] = "keepalives_count";
+	val[n++] = "3";
+	kw[n] = "tcp_user_timeout";
+	val[n++] = "10000";
+	kw[n] = "fallback_application_name";
+	val[n++] = "lockq";
+	kw[n] = "dbname";
+	val[n++] = c->conninfo;
+	if (c->nhosts > 1)
+	{
+		int			i = c->host_idx;
+
+		if (c->hosts != NULL)
+		{
+			kw[n] = "host";
+			val[n++] = c->hosts[i];
+		}
+		if (c->hostaddrs != NULL)
+		{
+			kw[n] = "hostaddr";
+			val[n++] = c->hostaddrs[i];
+		}
+		if (c->ports != NULL && c->ports[1] != NULL)
+		{
+			kw[n] = "port";
+			val[n++] = c->ports[i];
+		}
+	}
+	kw[n] = NULL;
+	val[n] = NULL;
+
+	pthread_mutex_unlock(&c->mu);
+	pg = PQconnectStartParams(kw, val, 1);
+	pthread_mutex_lock(&c->mu);
+	c->pg = pg;
+	c->cstate = CS_CONNECTING;
+	c->poll_want = PGRES_POLLING_WRITING;
+	c->conn_deadline = lqc_now() + c->connect_timeout_ms;
+}
+
+static void lqc_connect_failed(lockqc_conn *c, const char *why);
+
+/*
+ * lqc_break drops the connection (I/O thread, c->mu held): closed without
+ * waiting (the socket is non-blocking), the statement in flight abandoned
+ * (its request is repeated after the reconnect, or cleaned up), and a
+ * reconnection scheduled.
+ */
+static void
+lqc_break(lockqc_conn *c, const char *why)
+{
+	int64_t		now = lqc_now();
+
+	if (c->cstate == CS_CONNECTING || c->cstate == CS_SETUP)
+	{
+		lqc_connect_failed(c, why);
+		return;
+	}
+	lqc_set_error(c, true, "08006", "%s", why);
+	if (c->pg != NULL)
+	{
+		PQfinish(c->pg);
+		c->pg = NULL;
+	}
+	if (c->inflight_res != NULL)
+	{
+		PQclear(c->inflight_res);
+		c->inflight_res = NULL;
+	}
+	if (c->inflight_h != NULL)
+		lqc_unref(c->inflight_h);
+	c->inflight_h = NULL;
+	c->inflight = JOB_NONE;
+	c->want_write = false;
+	if (c->cstate == CS_READY)
+	{
+		c->down_since = now;
+		c->reconnect_delay = 50;
+		c->next_reconnect = now;	/* at once: a new backend may do */
+	}
+	c->cstate = CS_DOWN;
+	c->host_idx = 0;
+}
+
+/*
+ * lqc_connect_failed ends a failed connection attempt (c->mu held): the
+ * next host of the list, or, after the last, a pause (growing up to 1 s)
+ * before the first again; lockqc_connect's first round reports failure.
+ */
+static void
+lqc_connect_failed(lockqc_conn *c, const char *why)
+{
+	int64_t		now = lqc_now();
+
+	lqc_set_error(c, true, "08006", "%s", why);
+	if (c->pg != NULL)
+	{
+		PQfinish(c->pg);
+		c->pg = NULL;
+	}
+	if (c->inflight_res != NULL)
+	{
+		PQclear(c->inflight_res);
+		c->inflight_res = NULL;
+	}
+	c->inflight = JOB_NONE;
+	c->want_write = false;
+	c->cstate = CS_DOWN;
+	if (c->nhosts > 1 && c->host_idx + 1 < c->nhosts)
+	{
+		c->host_idx++;
+		c->next_reconnect = now;
+		return;
+	}
+	c->host_idx = 0;
+	if (c->initial)
+	{
+		c->connect_failed = true;
+		pthread_cond_broadcast(&c->ccv);
+		return;
+	}
+	c->next_reconnect = now + c->reconnect_delay;
+	c->reconnect_delay = lqc_min(c->reconnect_delay * 2, LQC_MAX_RECONNECT_DELAY_MS);
+}
+
+/*
+ * lqc_connected runs when the connection is ready for our statements
+ * (c->mu held): waits heartbeat at once (keeping their place if the server
+ * still has them), held leases are renewed or checked, enqueues and tries
+ * whose answer was lost are repeated (idempotent for their owner).
+ */
+static void
+lqc_connected(lockqc_conn *c)
+{
+	lockqc_handle *h;
+
+	c->cstate = CS_READY;
+	c->reconnect_delay = 50;
+	for (h = c->handles; h != NULL; h = h->next)
+	{
+		int			st = atomic_load(&h->state);
+
+		if (st == LQC_WAITING)
+			h->next_heartbeat = 0;
+		else if (st == LQC_HELD && !h->zombie)
+		{
+			if (h->auto_renew)
+				h->next_renew = 0;
+			else
+				h->verify = true;
+		}
+	}
+	if (c->initial)
+		pthread_cond_broadcast(&c->ccv);
+}
+
+static lockqc_handle *
+lqc_find(lockqc_conn *c, const lockqc_notice *n)
+{
+	lockqc_handle *h;
+
+	for (h = c->handles; h != NULL; h = h->next)
+	{
+		if (!h->zombie &&
+			strlen(h->lock_id) == n->lock_len &&
+			memcmp(h->lock_id, n->lock_id, n->lock_len) == 0 &&
+			strlen(h->owner) == n->owner_len &&
+			memcmp(h->owner, n->owner, n->owner_len) == 0)
+			return h;
+	}
+	return NULL;
+}
+
+/*
+ * lqc_dispatch takes the notifications that arrived and marks the handles
+ * they concern, which the I/O thread then asks the server about (c->mu
+ * held).
+ */
+static void
+lqc_dispatch(lockqc_conn *c)
+{
+	PGnotify   *n;
+
+	while ((n = PQnotifies(c->pg)) != NULL)
+	{
+		lockqc_notice nt;
+		lockqc_handle *h;
+
+		if (strcmp(n->relname, c->channel) == 0 &&
+			lockqc_parse_notice(n->extra, &nt) == 0 &&
+			(h = lqc_find(c, &nt)) != NULL)
+		{
+			int			st = atomic_load(&h->state);
+
+			if ((st == LQC_WAITING || st == LQC_NEW) &&
+				(nt.event == LOCKQC_EV_GRANT || nt.event == LOCKQC_EV_DROPPED))
+			{
+				h->next_heartbeat = 0;
+				h->notified = true;
+			}
+			else if (st == LQC_HELD && nt.event == LOCKQC_EV_LOST)
+				h->verify = true;
+		}
+		PQfreemem(n);
+	}
+}
+
+/*
+ * lqc_shares_owner: does a handle other than h that the application still
+ * uses have h's lock and owner?  Then withdrawing h by owner would take
+ * that one's grant or wait too.
+ */
+static bool
+lqc_shares_owner(lockqc_conn *c, lockqc_handle *h)
+{
+	for (lockqc_handle *o = c->handles; o != NULL; o = o->next)
+		if (o != h && !o->zombie && strcmp(o->lock_id, h->lock_id) == 0 &&
+			strcmp(o->owner, h->owner) == 0)
+			return true;
+	return false;
+}
+
+/*
+ * lqc_send sends one statement (I/O thread, c->mu held).  h, if any, gets
+ * a reference for as long as the statement is in flight.
+ */
+static void
+lqc_send(lockqc_conn *c, int job, lockqc_handle *h, const char *sql,
+		 int nparams, const char *const *params)
+{
+	int			f;
+
+	if (!PQsendQueryParams(c->pg, sql, nparams, NULL, params, NULL, NULL, 0))
+	{
+		char		msg[LQC_ERRLEN];
+
+		lqc_chomp(msg, sizeof(msg), PQerrorMessage(c->pg));
+		lqc_break(c, msg);
+		return;
+	}
+	c->inflight = job;
+	c->inflight_h = h;
+	c->inflight_op = h ? h->op : OP_NONE;
+	c->inflight_sent = lqc_now();
+	if (h != NULL)
+		atomic_fetch_add(&h->refs, 1);
+	f = PQflush(c->pg);
+	if (f < 0)
+	{
+		char		msg[LQC_ERRLEN];
+
+		lqc_chomp(msg, sizeof(msg), PQerrorMessage(c->pg));
+		lqc_break(c, msg);
+		return;
+	}
+	c->want_write = (f == 1);
+}
+
+/*
+ * lqc_send_job sends the statement of job for h (c->mu held).
+ */
+static void
+lqc_send_job(lockqc_conn *c, int job, lockqc_handle *h)
+{
+	char		ttl[64];
+	char		hb[64];
+	char		tok[32];
+	const char *params[5];
+
+	if (job == JOB_SETUP)
+	{
+		lqc_send(c, job, NULL,
+				 "SELECT pg_catalog.set_config('search_path', '', false),"
+				 " (SELECT n.nspname FROM pg_catalog.pg_extension e"
+				 "   JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) e.extnamespace"
+				 "  WHERE e.extname OPERATOR(pg_catalog.=) 'lockq')",
+				 0, NULL);
+		return;
+	}
+	if (job == JOB_LISTEN)
+	{
+		char	   *chan = PQescapeIdentifier(c->pg, c->channel, strlen(c->channel));
+		char	   *listen = NULL;
+
+		if (chan == NULL || asprintf(&listen, "LISTEN %s", chan) < 0)
+		{
+			PQfreemem(chan);
+			lqc_break(c, "out of memory");
+			return;
+		}
+		PQfreemem(chan);
+		lqc_send(c, job, NULL, listen, 0, NULL);
+		free(listen);
+		return;
+	}
+
+	lqc_interval(ttl, sizeof(ttl), h->ttl_ms);
+	lqc_interval(hb, sizeof(hb), h->heartbeat_ms);
+	snprintf(tok, sizeof(tok), "%lld", (long long) h->token);
+	params[0] = h->lock_id;
+	params[1] = h->owner;
+	switch (job)
+	{
+		case JOB_ENQUEUE:
+			params[2] = ttl;
+			params[3] = c->channel;
+			params[4] = hb;
+			h->notified = false;
+			h->sent = true;
+			h->last_sent = lqc_now();
+			lqc_send(c, job, h, c->sql[SQL_ENQUEUE], 5, params);
+			break;
+		case JOB_TRY:
+			params[2] = ttl;
+			h->sent = true;
+			h->last_sent = lqc_now();
+			lqc_send(c, job, h, c->sql[SQL_TRY], 3, params);
+			break;
+		case JOB_HEARTBEAT:
+			h->notified = false;
+			h->last_sent = lqc_now();
+			lqc_send(c, job, h, c->sql[SQL_HEARTBEAT], 2, params);
+			break;
+		case JOB_CANCEL:
+			lqc_send(c, job, h, c->sql[SQL_CANCEL], 2, params);
+			break;
+		case JOB_RELEASE:
+			params[2] = tok;
+			lqc_send(c, job, h, c->sql[SQL_RELEASE], 3, params);
+			break;
+		case JOB_RENEW:
+			params[2] = tok;
+			params[3] = ttl;
+			lqc_send(c, job, h, c->sql[SQL_RENEW], 4, params);
+			break;
+		case JOB_HOLDS:
+			params[0] = h->lock_id;
+			params[1] = tok;
+			lqc_send(c, job, h, c->sql[SQL_HOLDS], 2, params);
+			break;
+	}
+}
+
+/*
+ * lqc_setup_done takes the answer of a setup statement (c->mu held): the
+ * schema to build our statements with, then LISTEN; then ready.
+ */
+static void
+lqc_setup_done(lockqc_conn *c, int job, PGresult *res, bool ok)
+{
+	if (!ok)
+	{
+		char		msg[LQC_ERRLEN];
+
+		lqc_chomp(msg, sizeof(msg), res ? PQresultErrorMessage(res) : PQerrorMessage(c->pg));
+		lqc_connect_failed(c, msg);
+		return;
+	}
+	if (job == JOB_SETUP)
+	{
+		char	   *schema;
+		int			i;
+
+		if (PQgetisnull(res, 0, 1))
+		{
+			char		msg[LQC_ERRLEN];
+
+			snprintf(msg, sizeof(msg),
+					 "the lockq extension is not installed in database \"%s\"",
+					 PQdb(c->pg));
+			/* a server that answers but cannot serve us: no other host will */
+			lqc_connect_failed(c, msg);
+			return;
+		}
+		schema = PQescapeIdentifier(c->pg, PQgetvalue(res, 0, 1),
+									strlen(PQgetvalue(res, 0, 1)));
+		if (schema == NULL)
+		{
+			lqc_connect_failed(c, "out of memory");
+			return;
+		}
+		for (i = 0; i < SQL_COUNT; i++)
+		{
+			free(c->sql[i]);
+			if (asprintf(&c->sql[i], lqc_sql_fmt[i], schema) < 0)
+				c->sql[i] = NULL;
+		}
+		PQfreemem(schema);
+		for (i = 0; i < SQL_COUNT; i++)
+			if (c->sql[i] == NULL)
+			{
+				lqc_connect_failed(c, "out of memory");
+				return;
+			}
+		c->setup_step = 1;
+	}
+	else
+		lqc_connected(c);
+}
+
+/*
+ * lqc_job_done takes the answer to the statement in flight (I/O thread,
+ * c->mu held).  ok: one row came back; otherwise res (maybe NULL) has the
+ * server's error.  A request whose handle was given up meanwhile (the
+ * application timed out or cancelled) is not acted upon: the handle's
+ * clean-up request follows.
+ */
+static void
+lqc_job_done(lockqc_conn *c, PGresult *res, bool ok)
+{
+	int			job = c->inflight;
+	lockqc_handle *h = c->inflight_h;
+	int			sent_op = c->inflight_op;
+	int64_t		sent = c->inflight_sent;
+	char		msg[LQC_ERRLEN] = "";
+	char		state[6] = "";
+	const char *v = (ok && !PQgetisnull(res, 0, 0)) ? PQgetvalue(res, 0, 0) : NULL;
+	bool		current;
+
+	c->inflight = JOB_NONE;
+	c->inflight_h = NULL;
+	if (job == JOB_SETUP || job == JOB_LISTEN)
+	{
+		lqc_setup_done(c, job, res, ok);
+		return;
+	}
+	if (!ok && res != NULL)
+	{
+		const char *st = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+		const char *m = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
+		const char *hint = PQresultErrorField(res, PG_DIAG_MESSAGE_HINT);
+
+		snprintf(state, sizeof(state), "%s", st ? st : "");
+		if (m != NULL)
+			snprintf(msg, sizeof(msg), "%s%s%s%s", m, hint ? " (" : "",
+					 hint ? hint : "", hint ? ")" : "");
+		else
+			lqc_chomp(msg, sizeof(msg), PQresultErrorMessage(res));
+	}
+	/* the request this answers is still the one the handle wants */
+	current = (h->op == sent_op);
+
+	switch (job)
+	{
+		case JOB_ENQUEUE:
+			if (!current || h->zombie)
+				break;
+			h->op = OP_NONE;
+			if (!ok)
+			{
+				h->sent = false;	/* an error changes nothing */
+				lqc_fail(h, state, "%s", msg);
+			}
+			else if (v != NULL)
+				lqc_granted(c, h, strtoll(v, NULL, 10), sent);
+			else
+			{
+				atomic_store(&h->state, LQC_WAITING);
+				lqc_schedule_heartbeat(h, sent);
+			}
+			break;
+		case JOB_TRY:
+			if (!current || h->zombie)
+				break;
+			if (!ok)
+			{
+				h->sent = false;
+				snprintf(h->err, sizeof(h->err), "%s", msg);
+				snprintf(h->errstate, sizeof(h->errstate), "%s", state);
+				lqc_op_done(c, h, LOCKQC_ERROR);
+			}
+			else if (v != NULL)
+			{
+				lqc_granted(c, h, strtoll(v, NULL, 10), sent);
+				lqc_op_done(c, h, LOCKQC_OK);
+			}
+			else
+			{
+				h->sent = false;
+				lqc_op_done(c, h, LOCKQC_NOT_AVAILABLE);
+			}
+			break;
+		case JOB_HEARTBEAT:
+			if (h->zombie || atomic_load(&h->state) != LQC_WAITING)
+				break;
+			if (ok && v != NULL)
+				lqc_granted(c, h, strtoll(v, NULL, 10), sent);
+			else if (ok)
+				lqc_schedule_heartbeat(h, sent);
+			else if (strcmp(state, "55000") == 0)
+			{
+				h->sent = false;
+				lqc_fail(h, state,
+						 "the server dropped the wait for lock \"%s\" (it missed its heartbeats, or was cancelled): %s",
+						 h->lock_id, msg);
+			}
+			else
+				lqc_fail(h, state, "%s", msg);
+			break;
+		case JOB_RENEW:
+			if (h->zombie)
+				break;
+			if (!ok)
+				h->next_renew = lqc_now() + lqc_min(h->ttl_ms / 10 + 10, 1000);
+			else if (v == NULL || strcmp(v, "t") != 0)
+				lqc_lose(c, h);
+			else if (atomic_load(&h->state) == LQC_HELD &&
+					 atomic_load(&h->deadline) > lqc_now())
+			{
+				atomic_store(&h->deadline, sent + h->ttl_ms);
+				h->next_renew = sent + h->ttl_ms / 3;
+			}
+			else if (h->op == OP_NONE)
+				h->op = OP_RELEASE; /* renewed too late: we gave it up */
+			break;
+		case JOB_HOLDS:
+			if (h->zombie)
+				break;
+			h->verify = false;
+			if (ok && (v == NULL || strcmp(v, "t") != 0))
+				lqc_lose(c, h);
+			break;
+		case JOB_RELEASE:
+			if (!current)
+				break;
+			if (!ok)
+			{
+				snprintf(h->err, sizeof(h->err), "%s", msg);
+				snprintf(h->errstate, sizeof(h->errstate), "%s", state);
+			}
+			lqc_op_done(c, h, !ok ? LOCKQC_ERROR :
+						(v != NULL && strcmp(v, "t") == 0) ? LOCKQC_OK : LOCKQC_LOST);
+			break;
+		case JOB_CANCEL:
+			if (!current)
+				break;
+			h->sent = false;
+			lqc_op_done(c, h, ok ? LOCKQC_OK : LOCKQC_ERROR);
+			break;
+	}
+	lqc_unref(h);
+}
+
+/*
+ * lqc_collect reads what arrived (I/O thread, c->mu held): notifications,
+ * and the answer of the statement in flight once complete.
+ */
+static void
+lqc_collect(lockqc_conn *c)
+{
+	if (!PQconsumeInput(c->pg))
+	{
+		char		msg[LQC_ERRLEN];
+
+		lqc_chomp(msg, sizeof(msg), PQerrorMessage(c->pg));
+		lqc_break(c, msg);
+		return;
+	}
+	if (c->want_write)
+	{
+		int			f = PQflush(c->pg);
+
+		if (f < 0)
+		{
+			char		msg[LQC_ERRLEN];
+
+			lqc_chomp(msg, sizeof(msg), PQerrorMessage(c->pg));
+			lqc_break(c, msg);
+			return;
+		}
+		c->want_write = (f == 1);
+	}
+	lqc_dispatch(c);
+	while (c->inflight != JOB_NONE && !PQisBusy(c->pg))
+	{
+		PGresult   *r = PQgetResult(c->pg);
+
+		if (r != NULL)
+		{
+			if (c->inflight_res == NULL)
+				c->inflight_res = r;
+			else
+				PQclear(r);
 			continue;
 		}
-		ts.tv_sec = next / 1000;
-		ts.tv_nsec = (next % 1000) * 1000000;
-		(void) pthread_cond_timedwait(&c->tcv, &c->tmu, &ts);
+		/* the statement is complete */
+		{
+			PGresult   *res = c->inflight_res;
+			ExecStatusType st = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
+			bool		ok;
+
+			c->inflight_res = NULL;
+			if (c->inflight == JOB_LISTEN)
+				ok = (st == PGRES_COMMAND_OK);
+			else
+				ok = (st == PGRES_TUPLES_OK && PQntuples(res) == 1);
+			if (!ok && PQstatus(c->pg) == CONNECTION_BAD)
+			{
+				char		msg[LQC_ERRLEN];
+
+				lqc_chomp(msg, sizeof(msg), PQerrorMessage(c->pg));
+				PQclear(res);
+				lqc_break(c, msg);
+				return;
+			}
+			lqc_job_done(c, res, ok);
+			PQclear(res);
+		}
+		lqc_dispatch(c);
 	}
-	pthread_mutex_unlock(&c->tmu);
+}
+
+/*
+ * lqc_scan looks at every handle (I/O thread, c->mu held): drops zombies
+ * whose clean-up no longer matters, fails waits the server must have
+ * dropped while it could not be reached, and picks the next statement to
+ * send when the connection is ready and idle: renewals and checks of held
+ * leases first, then the applications' requests, then heartbeats.  It
+ * lowers *next to the time something falls due and *stall to the time a
+ * statement may take before the connection counts as stalled (a third of
+ * the shortest ttl or heartbeat interval).  Returns the job (JOB_NONE if
+ * nothing) and its handle in *jh.
+ */
+static int
+lqc_scan(lockqc_conn *c, int64_t now, int64_t *next, int64_t *stall,
+		 lockqc_handle **jh)
+{
+	static const int op_job[] = {
+		[OP_NONE] = JOB_NONE, [OP_ENQUEUE] = JOB_ENQUEUE, [OP_TRY] = JOB_TRY,
+		[OP_RELEASE] = JOB_RELEASE, [OP_CANCEL] = JOB_CANCEL
+	};
+	bool		pick = (c->cstate == CS_READY && c->inflight == JOB_NONE);
+	int			best = JOB_NONE;
+	int			best_prio = 99;
+	lockqc_handle *h;
+	lockqc_handle *hn;
+
+	*jh = NULL;
+	for (h = c->handles; h != NULL; h = hn)
+	{
+		int			st = atomic_load(&h->state);
+		int			job = JOB_NONE;
+		int			prio = 99;
+
+		hn = h->next;
+		if (h->zombie)
+		{
+			if (now >= h->zombie_until || h->op == OP_NONE)
+			{
+				lqc_unlink(c, h);
+				continue;
+			}
+			if (h->op == OP_CANCEL && lqc_shares_owner(c, h))
+			{
+				lqc_op_done(c, h, LOCKQC_OK);
+				continue;
+			}
+			*next = lqc_min(*next, h->zombie_until);
+			job = op_job[h->op];
+			prio = 2;
+		}
+		else if (c->cstate != CS_READY)
+		{
+			/* the server drops a wait that misses its heartbeats */
+			if ((st == LQC_WAITING || st == LQC_NEW) && h->op != OP_TRY)
+			{
+				int64_t		since = lqc_max(c->down_since, h->created);
+
+				if (now - since > h->heartbeat_ms)
+					lqc_fail(h, "08006",
+							 "could not reach the server for longer than the wait's heartbeat interval (%lld ms): %s",
+							 (long long) h->heartbeat_ms, c->errmsg);
+				else
+					*next = lqc_min(*next, since + h->heartbeat_ms + 1);
+			}
+			continue;
+		}
+		else if (h->op != OP_NONE)
+		{
+			job = op_job[h->op];
+			prio = 2;
+		}
+		else if (st == LQC_HELD)
+		{
+			if (h->auto_renew)
+				*stall = lqc_min(*stall, h->ttl_ms / 3);
+			if (h->verify)
+			{
+				job = JOB_HOLDS;
+				prio = 1;
+			}
+			else if (h->auto_renew && now >= h->next_renew)
+			{
+				job = JOB_RENEW;
+				prio = 1;
+			}
+			else if (h->auto_renew)
+				*next = lqc_min(*next, h->next_renew);
+		}
+		else if (st == LQC_WAITING)
+		{
+			*stall = lqc_min(*stall, h->heartbeat_ms / 3);
+			if (now >= h->next_heartbeat)
+			{
+				job = JOB_HEARTBEAT;
+				prio = 3;
+			}
+			else
+				*next = lqc_min(*next, h->next_heartbeat);
+		}
+		if (pick && job != JOB_NONE && prio < best_prio)
+		{
+			best = job;
+			best_prio = prio;
+			*jh = h;
+		}
+	}
+	return best;
+}
+
+/*
+ * The I/O thread: the only user of the libpq connection.  It holds c->mu
+ * except in poll() and in the libpq calls that may block on name
+ * resolution.  It ends when told to stop and the clean-up of what is left
+ * is done or its deadline has passed.
+ */
+static void *
+lqc_io_main(void *arg)
+{
+	lockqc_conn *c = arg;
+
+	pthread_mutex_lock(&c->mu);
+	for (;;)
+	{
+		int64_t		now = lqc_now();
+		int64_t		next = now + 60000;
+		int64_t		stall = c->io_timeout_ms;
+		lockqc_handle *jh = NULL;
+		int			job;
+		struct pollfd fds[2];
+		int			nfds = 1;
+		int			sock = -1;
+
+		if (c->stop)
+		{
+			bool		pending = false;
+
+			for (lockqc_handle *h = c->handles; h != NULL; h = h->next)
+				if (h->zombie && h->op != OP_NONE && now < h->zombie_until)
+					pending = true;
+			if (!pending || now >= c->close_deadline)
+				break;
+		}
+
+		/* the connection */
+		if (c->cstate == CS_DOWN && now >= c->next_reconnect && !c->connect_failed)
+			lqc_start_connect(c);
+		if (c->cstate == CS_CONNECTING)
+		{
+			if (c->pg == NULL || PQstatus(c->pg) == CONNECTION_BAD)
+			{
+				char		msg[LQC_ERRLEN];
+
+				lqc_chomp(msg, sizeof(msg), c->pg ? PQerrorMessage(c->pg) : "out of memory");
+				lqc_connect_failed(c, msg);
+				continue;
+			}
+			if (lqc_now() >= c->conn_deadline)
+			{
+				char		msg[LQC_ERRLEN];
+
+				snprintf(msg, sizeof(msg), "timeout expired connecting to server \"%s\" (%lld ms)",
+						 PQhost(c->pg) ? PQhost(c->pg) : "?",
+						 (long long) c->connect_timeout_ms);
+				lqc_connect_failed(c, msg);
+				continue;
+			}
+		}
+		if (c->cstate == CS_SETUP && c->inflight == JOB_NONE)
+		{
+			lqc_send_job(c, c->setup_step == 0 ? JOB_SETUP : JOB_LISTEN, NULL);
+			continue;
+		}
+
+		/* the next statement, and the times things fall due */
+		job = lqc_scan(c, now, &next, &stall, &jh);
+		if (job != JOB_NONE)
+		{
+			lqc_send_job(c, job, jh);
+			continue;
+		}
+		if (c->inflight != JOB_NONE)
+		{
+			stall = lqc_max(stall, LQC_MIN_STALL_MS);
+			if (now - c->inflight_sent >= stall)
+			{
+				char		msg[128];
+
+				snprintf(msg, sizeof(msg),
+						 "no answer from the server for %lld ms: the connection is taken as lost",
+						 (long long) (now - c->inflight_sent));
+				lqc_break(c, msg);
+				continue;
+			}
+			next = lqc_min(next, c->inflight_sent + stall);
+		}
+		if (c->cstate == CS_CONNECTING)
+			next = lqc_min(next, c->conn_deadline);
+		else if (c->cstate == CS_DOWN && !c->connect_failed)
+			next = lqc_min(next, c->next_reconnect);
+		if (c->stop)
+			next = lqc_min(next, c->close_deadline);
+
+		/*
+		 * After lockqc_wakeup, every waiting call re-checks its cancel flag.
+		 * Otherwise each is woken only for its own handle: one condition
+		 * variable for all would wake every waiting thread at every event,
+		 * which costs the square of their number.
+		 */
+		if (atomic_exchange(&c->wake_all, false))
+		{
+			for (lockqc_handle *w = c->handles; w != NULL; w = w->next)
+				if (!w->zombie)
+					pthread_cond_broadcast(&w->cv);
+		}
+
+		fds[0].fd = c->wake[0];
+		fds[0].events = POLLIN;
+		fds[0].revents = 0;
+		if (c->pg != NULL && c->cstate != CS_DOWN && (sock = PQsocket(c->pg)) >= 0)
+		{
+			fds[1].fd = sock;
+			fds[1].revents = 0;
+			if (c->cstate == CS_CONNECTING)
+				fds[1].events = c->poll_want == PGRES_POLLING_READING ? POLLIN : POLLOUT;
+			else
+				fds[1].events = POLLIN | (c->want_write ? POLLOUT : 0);
+			nfds = 2;
+		}
+		pthread_mutex_unlock(&c->mu);
+		now = lqc_now();
+		(void) poll(fds, nfds, next > now ? (int) lqc_min(next - now, 60000) : 0);
+		lqc_drain(c->wake[0]);
+		if (c->cstate == CS_CONNECTING && nfds == 2 && fds[1].revents != 0)
+		{
+			/* only this thread changes cstate and pg: safe without c->mu */
+			PostgresPollingStatusType r = PQconnectPoll(c->pg);
+
+			pthread_mutex_lock(&c->mu);
+			if (r == PGRES_POLLING_OK)
+			{
+				PQsetnonblocking(c->pg, 1);
+				PQsetNoticeProcessor(c->pg, lqc_ignore_notice, NULL);
+				c->cstate = CS_SETUP;
+				c->setup_step = 0;
+			}
+			else if (r == PGRES_POLLING_FAILED)
+			{
+				char		msg[LQC_ERRLEN];
+
+				lqc_chomp(msg, sizeof(msg), PQerrorMessage(c->pg));
+				lqc_connect_failed(c, msg);
+			}
+			else
+				c->poll_want = r;
+			continue;
+		}
+		pthread_mutex_lock(&c->mu);
+		if ((c->cstate == CS_SETUP || c->cstate == CS_READY) && c->pg != NULL)
+			lqc_collect(c);
+	}
+	if (c->inflight_h != NULL)
+		lqc_unref(c->inflight_h);
+	c->inflight_h = NULL;
+	c->inflight = JOB_NONE;
+	if (c->inflight_res != NULL)
+		PQclear(c->inflight_res);
+	c->inflight_res = NULL;
+	if (c->pg != NULL)
+		PQfinish(c->pg);
+	c->pg = NULL;
+	c->cstate = CS_DOWN;
+	pthread_mutex_unlock(&c->mu);
 	return NULL;
 }
 
@@ -1151,30 +1970,50 @@ lqc_free_conn(lockqc_conn *c)
 {
 	int			i;
 
+	while (c->handles != NULL)
+		lqc_unlink(c, c->handles);
 	if (c->pg != NULL)
 		PQfinish(c->pg);
 	for (i = 0; i < SQL_COUNT; i++)
 		free(c->sql[i]);
 	free(c->conninfo);
-	if (c->wake[0] >= 0)
-		close(c->wake[0]);
-	if (c->wake[1] >= 0)
-		close(c->wake[1]);
+	lqc_free_list(c->hosts);
+	lqc_free_list(c->hostaddrs);
+	lqc_free_list(c->ports);
+	for (i = 0; i < 2; i++)
+	{
+		if (c->wake[i] >= 0)
+			close(c->wake[i]);
+		if (c->twake[i] >= 0)
+			close(c->twake[i]);
+	}
+	if (c->tfd >= 0)
+		close(c->tfd);
 	pthread_mutex_destroy(&c->mu);
 	pthread_mutex_destroy(&c->tmu);
-	pthread_cond_destroy(&c->tcv);
+	pthread_cond_destroy(&c->ccv);
 	free(c);
 }
 
+/*
+ * lqc_stop_threads ends both threads of a connection nobody else uses any
+ * more and frees it.
+ */
 static void
-lqc_init_cond(pthread_cond_t *cv)
+lqc_stop_threads(lockqc_conn *c)
 {
-	pthread_condattr_t attr;
-
-	pthread_condattr_init(&attr);
-	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-	pthread_cond_init(cv, &attr);
-	pthread_condattr_destroy(&attr);
+	pthread_mutex_lock(&c->mu);
+	c->stop = true;
+	c->close_deadline = lqc_now();
+	pthread_mutex_unlock(&c->mu);
+	lqc_poke(c);
+	pthread_join(c->io_thread, NULL);
+	pthread_mutex_lock(&c->tmu);
+	c->tstop = true;
+	pthread_mutex_unlock(&c->tmu);
+	lqc_tpoke(c);
+	pthread_join(c->timer_thread, NULL);
+	lqc_free_conn(c);
 }
 
 lockqc_conn *
@@ -1182,8 +2021,10 @@ lockqc_connect(const char *conninfo, char **errmsg)
 {
 	lockqc_conn *c = calloc(1, sizeof(*c));
 	char		rnd[17];
+	char		err[LQC_ERRLEN];
 	sigset_t	all;
 	sigset_t	old;
+	bool		failed;
 
 	if (errmsg != NULL)
 		*errmsg = NULL;
@@ -1193,29 +2034,33 @@ lockqc_connect(const char *conninfo, char **errmsg)
 			*errmsg = strdup("out of memory");
 		return NULL;
 	}
-	c->wake[0] = c->wake[1] = -1;
+	c->wake[0] = c->wake[1] = c->twake[0] = c->twake[1] = -1;
 	atomic_init(&c->wake_all, false);
 	pthread_mutex_init(&c->mu, NULL);
 	pthread_mutex_init(&c->tmu, NULL);
-	lqc_init_cond(&c->tcv);
+	lqc_init_cond(&c->ccv);
 	lqc_random_hex(rnd);
 	snprintf(c->channel, sizeof(c->channel), "lockqc_%s", rnd);
+	c->io_timeout_ms = LQC_DEFAULT_IO_TIMEOUT_MS;
+	c->reconnect_delay = 50;
+	c->cstate = CS_DOWN;
+	c->initial = true;
+	c->tfd = timerfd_create(CLOCK_BOOTTIME, TFD_NONBLOCK | TFD_CLOEXEC);
+	if (c->tfd < 0)
+		c->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
 	c->conninfo = strdup(conninfo != NULL ? conninfo : "");
-	if (c->conninfo == NULL || pipe2(c->wake, O_NONBLOCK | O_CLOEXEC) != 0)
+	if (c->conninfo == NULL || pipe2(c->wake, O_NONBLOCK | O_CLOEXEC) != 0 ||
+		pipe2(c->twake, O_NONBLOCK | O_CLOEXEC) != 0)
 	{
 		if (errmsg != NULL)
 			*errmsg = strdup("out of memory or file descriptors");
 		lqc_free_conn(c);
 		return NULL;
 	}
-
-	c->pg = PQconnectdb(c->conninfo);
-	if (c->pg == NULL || PQstatus(c->pg) != CONNECTION_OK || !lqc_setup(c))
+	if (!lqc_parse_conninfo(c, err, sizeof(err)))
 	{
 		if (errmsg != NULL)
-			*errmsg = strdup(c->pg == NULL ? "out of memory" :
-							 PQstatus(c->pg) != CONNECTION_OK ?
-							 PQerrorMessage(c->pg) : c->errmsg);
+			*errmsg = strdup(err);
 		lqc_free_conn(c);
 		return NULL;
 	}
@@ -1245,217 +2090,364 @@ lockqc_connect(const char *conninfo, char **errmsg)
 		return NULL;
 	}
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
+
+	/* the first round over the hosts: each with its own deadline */
+	pthread_mutex_lock(&c->mu);
+	while (c->cstate != CS_READY && !c->connect_failed)
+		pthread_cond_wait(&c->ccv, &c->mu);
+	failed = c->connect_failed;
+	c->initial = false;
+	snprintf(err, sizeof(err), "%s", c->errmsg);
+	c->errmsg[0] = '\0';
+	c->sqlstate[0] = '\0';
+	pthread_mutex_unlock(&c->mu);
+	if (failed)
+	{
+		if (errmsg != NULL)
+			*errmsg = strdup(err[0] ? err : "could not connect");
+		lqc_stop_threads(c);
+		return NULL;
+	}
 	return c;
 }
 
-void
-lockqc_disconnect(lockqc_conn *c)
+int
+lockqc_set_io_timeout(lockqc_conn *c, int64_t ms)
 {
-	lockqc_handle *h;
-
-	if (c == NULL)
-		return;
+	if (c == NULL || ms <= 0)
+		return LOCKQC_EINVAL;
 	pthread_mutex_lock(&c->mu);
-	c->stop = true;
+	c->io_timeout_ms = ms;
 	pthread_mutex_unlock(&c->mu);
 	lqc_poke(c);
-	pthread_join(c->io_thread, NULL);
-	pthread_mutex_lock(&c->tmu);
-	c->tstop = true;
-	pthread_cond_signal(&c->tcv);
-	pthread_mutex_unlock(&c->tmu);
-	pthread_join(c->timer_thread, NULL);
-
-	/* give back what is still held or queued, best effort */
-	pthread_mutex_lock(&c->mu);
-	while ((h = c->handles) != NULL)
-	{
-		int			st = atomic_exchange(&h->state, LQC_DONE);
-		const char *params[2] = {h->lock_id, h->owner};
-
-		lqc_unlink(c, h);
-		if (st == LQC_HELD)
-			lqc_release_quietly(c, h);
-		else if (st == LQC_WAITING)
-			PQclear(lqc_exec(c, SQL_CANCEL, 2, params));
-		free(h->lock_id);
-		free(h->owner);
-		free(h);
-	}
-	pthread_mutex_unlock(&c->mu);
-	lqc_free_conn(c);
+	return LOCKQC_OK;
 }
 
 /*
- * lqc_withdraw gives up a wait or grant (c->mu held) and frees the
- * caller's reference.  lockq_cancel both leaves the queue and releases a
- * grant that won the race.
+ * lqc_give_up withdraws what an application call no longer wants (c->mu
+ * held, the caller keeps its reference): a request never sent is simply
+ * dropped; otherwise the handle becomes a zombie the I/O thread cancels by
+ * owner (leaving the queue, or releasing a grant that won the race).  When
+ * wait is set and the connection is up, the withdrawal is awaited for up to
+ * LQC_WITHDRAW_WAIT_MS.
  */
 static void
-lqc_withdraw(lockqc_conn *c, lockqc_handle *h)
+lqc_give_up(lockqc_conn *c, lockqc_handle *h, bool wait)
 {
-	const char *params[2] = {h->lock_id, h->owner};
+	int64_t		until;
 
 	atomic_store(&h->state, LQC_DONE);
-	lqc_unlink(c, h);
 	lqc_disarm(c, h);
-	PQclear(lqc_exec(c, SQL_CANCEL, 2, params));
+	if (!h->linked || h->zombie)
+		return;
+	if (!h->sent)
+	{
+		lqc_unlink(c, h);
+		return;
+	}
+	h->zombie = true;
+	h->op = OP_CANCEL;
+	h->op_done = false;
+	h->zombie_until = h->last_sent + lqc_max(h->ttl_ms, h->heartbeat_ms) + 1000;
+	lqc_poke(c);
+	until = lqc_now() + LQC_WITHDRAW_WAIT_MS;
+	while (wait && !h->op_done && h->linked && c->cstate == CS_READY &&
+		   lqc_now() < until)
+		lqc_cond_wait_until(&h->cv, &c->mu, until);
+}
+
+/* lqc_leave ends an application call (c->mu held). */
+static void
+lqc_leave(lockqc_conn *c)
+{
+	c->users--;
+	if (c->closing)
+		pthread_cond_broadcast(&c->ccv);
+}
+
+static bool
+lqc_cancelled(const lockqc_opts *opts)
+{
+	if (opts == NULL)
+		return false;
+	if (opts->cancel_flag != NULL && atomic_load(opts->cancel_flag) != 0)
+		return true;
+	return opts->cancel != NULL && *opts->cancel != 0;
+}
+
+/*
+ * lqc_acquire is lockqc_lock (trylock false) and lockqc_trylock: it asks
+ * the I/O thread to enqueue (or try) and waits on the handle until the
+ * answer, the timeout, a cancel or lockqc_disconnect.  Takes c->mu.
+ */
+static int
+lqc_acquire(lockqc_conn *c, const char *lock_id, const lockqc_opts *opts,
+			lockqc_handle **out, bool trylock)
+{
+	lockqc_handle *h;
+	int64_t		timeout = opts != NULL ? opts->timeout_ms : LOCKQC_WAIT_FOREVER;
+	bool		wait = !trylock && timeout != 0;
+	int64_t		deadline;
+	int			rc = LOCKQC_ERROR;
+
+	if (out != NULL)
+		*out = NULL;
+	if (c == NULL || out == NULL)
+	{
+		lqc_set_error(c, false, "", "no connection or no place for the handle");
+		return LOCKQC_EINVAL;
+	}
+	h = lqc_new_handle(c, lock_id, opts);
+	if (h == NULL)
+		return LOCKQC_EINVAL;
+
+	pthread_mutex_lock(&c->mu);
+	if (c->closing)
+	{
+		lqc_set_error(c, true, "08003", "the connection is being closed");
+		pthread_mutex_unlock(&c->mu);
+		lqc_unref(h);
+		return LOCKQC_ERROR;
+	}
+	c->users++;
+	deadline = !wait ? lqc_now() + c->io_timeout_ms :
+		timeout < 0 ? LQC_FOREVER : lqc_now() + timeout;
+	lqc_link(c, h);
+	h->op = wait ? OP_ENQUEUE : OP_TRY;
+	lqc_poke(c);
+	for (;;)
+	{
+		int			st = atomic_load(&h->state);
+
+		if (wait && st == LQC_HELD)
+		{
+			rc = LOCKQC_OK;
+			break;
+		}
+		if (wait && st == LQC_FAILED)
+		{
+			lqc_set_error(c, true, h->errstate, "the wait for lock \"%s\" failed: %s",
+						  lock_id, h->err);
+			rc = LOCKQC_ERROR;
+			break;
+		}
+		if (!wait && h->op_done)
+		{
+			rc = h->op_rc;
+			if (rc == LOCKQC_ERROR)
+				lqc_set_error(c, true, h->errstate, "%s", h->err);
+			break;
+		}
+		if (c->closing)
+		{
+			lqc_set_error(c, true, "08003", "the connection was closed while waiting for lock \"%s\"",
+						  lock_id);
+			rc = LOCKQC_ERROR;
+			break;
+		}
+		if (lqc_cancelled(opts))
+		{
+			lqc_set_error(c, true, "", "the wait for lock \"%s\" was cancelled", lock_id);
+			rc = LOCKQC_CANCELLED;
+			break;
+		}
+		if (lqc_now() >= deadline)
+		{
+			if (wait)
+			{
+				lqc_set_error(c, true, "", "timed out waiting for lock \"%s\"", lock_id);
+				rc = LOCKQC_TIMEOUT;
+			}
+			else
+			{
+				lqc_set_error(c, true, "08006",
+							  "no answer from the server within %lld ms (%s)",
+							  (long long) c->io_timeout_ms,
+							  c->cstate == CS_READY ? "the connection stalls" : c->errmsg);
+				rc = LOCKQC_ERROR;
+			}
+			break;
+		}
+		lqc_cond_wait_until(&h->cv, &c->mu, deadline);
+	}
+	/* a cancel that raced with the grant still cancels */
+	if (rc == LOCKQC_OK && wait && lqc_cancelled(opts))
+	{
+		lqc_set_error(c, true, "", "the wait for lock \"%s\" was cancelled", lock_id);
+		rc = LOCKQC_CANCELLED;
+	}
+	if (!trylock && !wait && rc == LOCKQC_NOT_AVAILABLE)
+	{
+		lqc_set_error(c, true, "", "lock \"%s\" is not free", lock_id);
+		rc = LOCKQC_TIMEOUT;
+	}
+	if (rc == LOCKQC_OK)
+		h->returned = true;
+	else						/* (a stalled connection: no waiting) */
+		lqc_give_up(c, h, rc == LOCKQC_TIMEOUT || rc == LOCKQC_CANCELLED);
+	lqc_leave(c);
+	pthread_mutex_unlock(&c->mu);
+	if (rc != LOCKQC_OK)
+	{
+		lqc_unref(h);
+		return rc;
+	}
+	*out = h;
+	return LOCKQC_OK;
 }
 
 int
 lockqc_lock(lockqc_conn *c, const char *lock_id, const lockqc_opts *opts,
 			lockqc_handle **out)
 {
-	lockqc_handle *h;
-	int64_t		deadline;
-	int			rc;
-	bool		queued;
-	volatile sig_atomic_t *cancel = opts ? opts->cancel : NULL;
-
-	if (out != NULL)
-		*out = NULL;
-	if (c == NULL || out == NULL)
-		return LOCKQC_EINVAL;
-	h = lqc_new_handle(c, lock_id, opts);
-	if (h == NULL)
-		return LOCKQC_EINVAL;
-	deadline = (opts != NULL && opts->timeout_ms > 0) ?
-		lqc_now() + opts->timeout_ms : INT64_MAX;
-
-	pthread_mutex_lock(&c->mu);
-	lqc_link(c, h);
-	rc = lqc_enqueue(c, h);
-	queued = (rc == LOCKQC_OK);
-	if (queued)
-	{
-		lqc_poke(c);
-		for (;;)
-		{
-			int			st = atomic_load(&h->state);
-			int64_t		now;
-			struct timespec ts;
-			int64_t		until;
-
-			if (st == LQC_HELD)
-				break;
-			if (st != LQC_WAITING)
-			{
-				lqc_error(c, "the wait for lock \"%s\" failed: %s", lock_id,
-						  c->errmsg[0] ? c->errmsg : "connection lost");
-				rc = LOCKQC_ERROR;
-				break;
-			}
-			if (cancel != NULL && *cancel)
-			{
-				rc = LOCKQC_CANCELLED;
-				break;
-			}
-			now = lqc_now();
-			if (now >= deadline)
-			{
-				rc = LOCKQC_TIMEOUT;
-				break;
-			}
-			until = lqc_min(deadline, now + 3600 * 1000);
-			ts.tv_sec = until / 1000;
-			ts.tv_nsec = (until % 1000) * 1000000;
-			(void) pthread_cond_timedwait(&h->cv, &c->mu, &ts);
-		}
-		/* a cancel that raced with the grant still cancels */
-		if (rc == LOCKQC_OK && cancel != NULL && *cancel)
-			rc = LOCKQC_CANCELLED;
-	}
-	if (rc != LOCKQC_OK)
-	{
-		/* withdraw what this call queued; a failed enqueue queued nothing */
-		if (queued && !c->broken)
-			lqc_withdraw(c, h);
-		else
-		{
-			atomic_store(&h->state, LQC_DONE);
-			lqc_unlink(c, h);
-			lqc_disarm(c, h);
-		}
-		pthread_mutex_unlock(&c->mu);
-		lqc_unref(h);
-		return rc;
-	}
-	pthread_mutex_unlock(&c->mu);
-	*out = h;
-	return LOCKQC_OK;
+	return lqc_acquire(c, lock_id, opts, out, false);
 }
 
 int
 lockqc_trylock(lockqc_conn *c, const char *lock_id, const lockqc_opts *opts,
 			   lockqc_handle **out)
 {
-	lockqc_handle *h;
-	char		ttl[64];
-	const char *params[3];
-	int64_t		sent;
-	PGresult   *res;
-
-	if (out != NULL)
-		*out = NULL;
-	if (c == NULL || out == NULL)
-		return LOCKQC_EINVAL;
-	h = lqc_new_handle(c, lock_id, opts);
-	if (h == NULL)
-		return LOCKQC_EINVAL;
-	lqc_interval(ttl, sizeof(ttl), h->ttl_ms);
-	params[0] = h->lock_id;
-	params[1] = h->owner;
-	params[2] = ttl;
-
-	pthread_mutex_lock(&c->mu);
-	sent = lqc_now();
-	res = lqc_exec(c, SQL_TRY, 3, params);
-	if (res == NULL || PQgetisnull(res, 0, 0))
-	{
-		pthread_mutex_unlock(&c->mu);
-		PQclear(res);
-		lqc_unref(h);
-		return res == NULL ? LOCKQC_ERROR : LOCKQC_NOT_AVAILABLE;
-	}
-	lqc_link(c, h);
-	lqc_granted(c, h, strtoll(PQgetvalue(res, 0, 0), NULL, 10), sent);
-	PQclear(res);
-	lqc_poke(c);
-	pthread_mutex_unlock(&c->mu);
-	*out = h;
-	return LOCKQC_OK;
+	return lqc_acquire(c, lock_id, opts, out, true);
 }
 
+/*
+ * lockqc_unlock asks the I/O thread to release (with the token, so it
+ * never ends a later grant) and waits for the answer for at most the I/O
+ * timeout (a second when the lease is gone anyway).  If none comes, the
+ * handle stays behind as a zombie that is released as soon as possible,
+ * until the lease would have ended.  Takes c->mu.
+ */
 int
 lockqc_unlock(lockqc_handle *h)
 {
 	lockqc_conn *c;
 	int			st;
-	int			rc = LOCKQC_OK;
-	char		tok[32];
-	const char *params[3];
-	PGresult   *res;
+	int			rc;
+	int64_t		now;
+	int64_t		until;
 
 	if (h == NULL)
 		return LOCKQC_EINVAL;
 	c = h->c;
 	pthread_mutex_lock(&c->mu);
-	lqc_unlink(c, h);
+	c->users++;
 	lqc_disarm(c, h);
 	st = atomic_exchange(&h->state, LQC_DONE);
-	snprintf(tok, sizeof(tok), "%lld", (long long) h->token);
-	params[0] = h->lock_id;
-	params[1] = h->owner;
-	params[2] = tok;
-	res = lqc_exec(c, SQL_RELEASE, 3, params);
-	if (res == NULL)
+	now = lqc_now();
+	h->op = OP_RELEASE;
+	h->op_done = false;
+	h->zombie = true;
+	h->zombie_until = lqc_max(now + c->io_timeout_ms, atomic_load(&h->deadline));
+	if (!h->linked)
+		lqc_link(c, h);
+	lqc_poke(c);
+	until = now + (st == LQC_HELD ? c->io_timeout_ms :
+				   lqc_min(c->io_timeout_ms, LQC_WITHDRAW_WAIT_MS));
+	while (!h->op_done && !c->closing && lqc_now() < until)
+		lqc_cond_wait_until(&h->cv, &c->mu, until);
+	if (h->op_done)
+	{
+		rc = h->op_rc;
+		if (rc == LOCKQC_OK && st != LQC_HELD)
+			rc = LOCKQC_LOST;
+		if (rc == LOCKQC_ERROR)
+			lqc_set_error(c, true, h->errstate, "could not release lock \"%s\": %s",
+						  h->lock_id, h->err);
+	}
+	else
+	{
+		lqc_set_error(c, true, "08006",
+					  "the server did not confirm the release of lock \"%s\" in time (%s); it is retried until the lease ends",
+					  h->lock_id, c->errmsg[0] ? c->errmsg : "no answer");
 		rc = LOCKQC_ERROR;
-	else if (st != LQC_HELD || strcmp(PQgetvalue(res, 0, 0), "t") != 0)
-		rc = LOCKQC_LOST;
-	PQclear(res);
+	}
+	lqc_leave(c);
 	pthread_mutex_unlock(&c->mu);
 	lqc_unref(h);
 	return rc;
+}
+
+/*
+ * lockqc_disconnect hands what is still held or queued to the I/O thread
+ * to release or withdraw, makes the calls blocked on c return, waits up to
+ * LQC_CLOSE_WAIT_MS for the clean-up and frees everything.  Called from a
+ * lost-lease callback (the timer thread), it leaves the freeing to that
+ * thread once the callback returns.
+ */
+void
+lockqc_disconnect(lockqc_conn *c)
+{
+	bool		in_timer;
+	lockqc_handle *h;
+	lockqc_handle *hn;
+	int64_t		now;
+
+	if (c == NULL)
+		return;
+	in_timer = pthread_equal(pthread_self(), c->timer_thread);
+	pthread_mutex_lock(&c->mu);
+	if (c->closing)
+	{
+		pthread_mutex_unlock(&c->mu);
+		return;
+	}
+	c->closing = true;
+	now = lqc_now();
+	for (h = c->handles; h != NULL; h = hn)
+	{
+		int			st;
+
+		hn = h->next;
+		pthread_cond_broadcast(&h->cv);
+		if (h->zombie || !h->returned)
+			continue;			/* a call is busy with it */
+		st = atomic_exchange(&h->state, LQC_DONE);
+		lqc_disarm(c, h);
+		h->zombie = true;
+		h->op_done = false;
+		h->op = (st == LQC_HELD || st == LQC_LOST) ? OP_RELEASE : OP_CANCEL;
+		h->zombie_until = now + LQC_CLOSE_WAIT_MS;
+		lqc_unref(h);			/* the application's reference */
+	}
+	while (c->users > 0)
+		pthread_cond_wait(&c->ccv, &c->mu);
+	c->stop = true;
+	c->close_deadline = lqc_now() + LQC_CLOSE_WAIT_MS;
+	pthread_mutex_unlock(&c->mu);
+	lqc_poke(c);
+	pthread_join(c->io_thread, NULL);
+
+	pthread_mutex_lock(&c->tmu);
+	c->tstop = true;
+	c->timer_frees = in_timer;
+	pthread_mutex_unlock(&c->tmu);
+	lqc_tpoke(c);
+	if (!in_timer)
+	{
+		pthread_join(c->timer_thread, NULL);
+		lqc_free_conn(c);
+	}
+}
+
+/*
+ * lockqc_forget drops the application's handle and sends nothing: the
+ * grant is left to whoever else holds it under the same owner (takes
+ * c->mu).
+ */
+void
+lockqc_forget(lockqc_handle *h)
+{
+	lockqc_conn *c;
+
+	if (h == NULL)
+		return;
+	c = h->c;
+	pthread_mutex_lock(&c->mu);
+	lqc_disarm(c, h);
+	atomic_store(&h->state, LQC_DONE);
+	lqc_unlink(c, h);
+	pthread_mutex_unlock(&c->mu);
+	lqc_unref(h);
 }
 
 int64_t
@@ -1471,6 +2463,18 @@ lockqc_held(const lockqc_handle *h)
 
 	return h != NULL && atomic_load(&m->state) == LQC_HELD &&
 		lqc_now() < atomic_load(&m->deadline);
+}
+
+int64_t
+lockqc_remaining_ms(const lockqc_handle *h)
+{
+	lockqc_handle *m = (lockqc_handle *) h;
+	int64_t		left;
+
+	if (h == NULL || atomic_load(&m->state) != LQC_HELD)
+		return 0;
+	left = atomic_load(&m->deadline) - lqc_now();
+	return left > 0 ? left : 0;
 }
 
 const char *

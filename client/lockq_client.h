@@ -10,9 +10,14 @@
  * heartbeating meanwhile.  Held locks are renewed at a third of their ttl
  * (auto-renew); if a lease cannot be renewed before its local deadline
  * (computed from a monotonic clock), lockqc_held() turns false and the
- * lost-lease callback fires.  If the connection breaks, the library
- * reconnects (a multi-host conninfo with target_session_attrs=read-write
- * follows a failover) and carries on.
+ * lost-lease callback fires.  If the connection breaks or stalls, the
+ * library reconnects (a multi-host conninfo with
+ * target_session_attrs=read-write follows a failover) and carries on.
+ *
+ * Only the library's I/O thread talks to the server, with libpq's
+ * non-blocking interface and a deadline for every statement and connection
+ * attempt; the calls below wait for it with their own deadlines, so a
+ * stalled network delays none of them past its documented bound.
  *
  * Copyright (c) 2026, lockq developers
  *
@@ -29,6 +34,15 @@
 #include <stdint.h>
 
 #ifdef __cplusplus
+#include <atomic>
+/** A cancel flag: set it (to non-zero) from any thread or signal handler. */
+typedef std::atomic<int> lockqc_cancel_flag;
+#else
+/** A cancel flag: set it (to non-zero) from any thread or signal handler. */
+typedef _Atomic int lockqc_cancel_flag;
+#endif
+
+#ifdef __cplusplus
 extern "C"
 {
 #endif
@@ -38,6 +52,11 @@ typedef struct lockqc_conn lockqc_conn;
 
 /** One lock taken through a connection.  Opaque. */
 typedef struct lockqc_handle lockqc_handle;
+
+/** lockqc_opts.timeout_ms: wait as long as it takes. */
+#define LOCKQC_WAIT_FOREVER		((int64_t) -1)
+/** lockqc_opts.timeout_ms: do not wait (take it only if free now). */
+#define LOCKQC_NO_WAIT			((int64_t) 0)
 
 /** Results.  Negative values are errors. */
 typedef enum lockqc_status
@@ -60,23 +79,33 @@ typedef void (*lockqc_lost_cb) (lockqc_handle *h, void *arg);
  */
 typedef struct lockqc_opts
 {
-	int64_t		ttl_ms;			/**< lease length; default 30000 */
-	int64_t		timeout_ms;		/**< lockqc_lock wait limit; <= 0 waits forever */
+	int64_t		ttl_ms;			/**< lease length, > 0; default 30000 */
+	int64_t		timeout_ms;		/**< lockqc_lock wait limit: LOCKQC_NO_WAIT
+								 * (0) takes the lock only if it is free now,
+								 * as Redisson's and Curator's 0 does;
+								 * LOCKQC_WAIT_FOREVER (any negative value,
+								 * the default) waits as long as it takes */
 	int64_t		heartbeat_ms;	/**< longest gap between wait heartbeats the
-								 * server allows before dropping the waiter;
-								 * default 10000 */
+								 * server allows before dropping the waiter,
+								 * > 0; default 10000 */
 	const char *owner;			/**< identity; NULL: unique per handle
 								 * ("host:pid:thread:random") */
 	bool		auto_renew;		/**< renew at ttl/3 while held; default true */
 	lockqc_lost_cb on_lost;		/**< called once when the lease is lost */
 	void	   *on_lost_arg;
 	/**
-	 * Cancellation hook: when *cancel becomes non-zero, a waiting
-	 * lockqc_lock withdraws from the queue and returns LOCKQC_CANCELLED.
-	 * Setting it from a signal handler is fine; call lockqc_wakeup()
-	 * there too so that the wait notices at once.
+	 * Deprecated: a plain flag read by another thread is a data race (use
+	 * cancel_flag).  Still honoured: when *cancel becomes non-zero, a
+	 * waiting lockqc_lock withdraws and returns LOCKQC_CANCELLED.
 	 */
 	volatile sig_atomic_t *cancel;
+	/**
+	 * Cancellation hook: when *cancel_flag becomes non-zero, a waiting
+	 * lockqc_lock withdraws from the queue and returns LOCKQC_CANCELLED.
+	 * Setting it from another thread or a signal handler is fine; call
+	 * lockqc_wakeup() too so that the wait notices at once.
+	 */
+	lockqc_cancel_flag *cancel_flag;
 } lockqc_opts;
 
 /** Fills *opts with the defaults. */
@@ -84,28 +113,52 @@ extern void lockqc_opts_init(lockqc_opts *opts);
 
 /**
  * Connects.  conninfo is a libpq connection string or URI (NULL or "" for
- * the PG* environment defaults).  On failure returns NULL and, if errmsg
- * is not NULL, sets *errmsg to a malloc'ed message the caller frees.
+ * the PG* environment defaults).  The library adds defaults the conninfo
+ * may override: keepalives=1, keepalives_idle=5, keepalives_interval=2,
+ * keepalives_count=3, tcp_user_timeout=10000 and
+ * fallback_application_name=lockq.  Each host of a multi-host conninfo is
+ * tried with its own deadline (connect_timeout, default 10 s).  On failure
+ * returns NULL and, if errmsg is not NULL, sets *errmsg to a malloc'ed
+ * message (no trailing newline) the caller frees.
  */
 extern lockqc_conn *lockqc_connect(const char *conninfo, char **errmsg);
 
 /**
  * Releases every lock still held through c, withdraws its waits, frees
- * their handles and closes the connection.
+ * their handles and closes the connection.  It waits at most 2 s for the
+ * server's answers.  A thread blocked in lockqc_lock or lockqc_trylock on
+ * c meanwhile returns LOCKQC_ERROR.  It may be called from the lost-lease
+ * callback (the connection is then closed when the callback returns).
+ * No handle of c may be used afterwards.
  */
 extern void lockqc_disconnect(lockqc_conn *c);
 
 /**
+ * The longest the library waits for any one answer from the server
+ * (default 10000 ms): a statement unanswered that long (or a third of the
+ * shortest ttl or heartbeat interval of c's locks, if less) counts as a
+ * stalled connection, which is dropped and re-established; lockqc_trylock
+ * and lockqc_unlock return LOCKQC_ERROR after that long.  Returns
+ * LOCKQC_OK or LOCKQC_EINVAL (ms <= 0).
+ */
+extern int	lockqc_set_io_timeout(lockqc_conn *c, int64_t ms);
+
+/**
  * Waits in FIFO order for lock_id and sets *out to a new handle.
- * Returns LOCKQC_OK, LOCKQC_TIMEOUT, LOCKQC_CANCELLED, or an error.  On
- * anything but LOCKQC_OK nothing is left queued or held, and *out is NULL.
+ * Returns LOCKQC_OK, LOCKQC_TIMEOUT, LOCKQC_CANCELLED, or an error.  It
+ * returns at most 1 s after timeout_ms (and after a cancel), whatever the
+ * network does.  On anything but LOCKQC_OK *out is NULL and nothing is
+ * left queued or held: the wait is withdrawn before the call returns, or,
+ * if the server cannot be reached in time, by the library as soon as it
+ * can (after a reconnect), until the wait would have ended by itself.
  */
 extern int	lockqc_lock(lockqc_conn *c, const char *lock_id,
 						const lockqc_opts *opts, lockqc_handle **out);
 
 /**
  * Takes lock_id only if it is free and nobody waits.  Returns LOCKQC_OK
- * (and *out), LOCKQC_NOT_AVAILABLE, or an error.
+ * (and *out), LOCKQC_NOT_AVAILABLE, or an error (after the I/O timeout at
+ * most).
  */
 extern int	lockqc_trylock(lockqc_conn *c, const char *lock_id,
 						   const lockqc_opts *opts, lockqc_handle **out);
@@ -113,9 +166,19 @@ extern int	lockqc_trylock(lockqc_conn *c, const char *lock_id,
 /**
  * Releases the lock and frees the handle (always, whatever it returns).
  * Returns LOCKQC_OK, LOCKQC_LOST when the lease had already been lost, or
- * an error.
+ * LOCKQC_ERROR when the server did not confirm the release within the I/O
+ * timeout (the library then goes on trying until the lease ends).
  */
 extern int	lockqc_unlock(lockqc_handle *h);
+
+/**
+ * Frees the handle without releasing the lock: the grant stays on the
+ * server until its lease ends or another handle (or process) with the same
+ * owner releases it.  For a nested acquisition of a grant that an
+ * enclosing holder with the same owner releases (the server's re-entrancy
+ * is not counted).
+ */
+extern void lockqc_forget(lockqc_handle *h);
 
 /** The grant's fencing token. */
 extern int64_t lockqc_token(const lockqc_handle *h);
@@ -126,6 +189,12 @@ extern int64_t lockqc_token(const lockqc_handle *h);
  */
 extern bool lockqc_held(const lockqc_handle *h);
 
+/**
+ * Milliseconds until the lease's local deadline (counted on
+ * CLOCK_BOOTTIME, so a system suspend counts too); 0 once it is not held.
+ */
+extern int64_t lockqc_remaining_ms(const lockqc_handle *h);
+
 /** The owner name the lock is held under. */
 extern const char *lockqc_owner(const lockqc_handle *h);
 
@@ -134,9 +203,18 @@ extern const char *lockqc_lock_id(const lockqc_handle *h);
 
 /**
  * The message of the last error in this thread on c (or, if none, the
- * connection's last error).  Valid until the next call on c.
+ * connection's last error), without a trailing newline.  Valid until the
+ * next call on c in this thread.
  */
 extern const char *lockqc_errmsg(const lockqc_conn *c);
+
+/**
+ * The SQLSTATE of that error: the server's (for instance "22023" for a ttl
+ * above lockq.max_ttl, "55000" for a wait the server dropped), "08006"
+ * when the connection failed or stalled, "" for errors found by the
+ * library itself (bad arguments).
+ */
+extern const char *lockqc_sqlstate(const lockqc_conn *c);
 
 /** Wakes c's waits to re-check their cancel flags.  Async-signal-safe. */
 extern void lockqc_wakeup(lockqc_conn *c);

@@ -20,15 +20,18 @@
  *	- lockq ends before connecting only with 0 (--help) or 64 (usage);
  *	- run: the ttl is positive and the timeout positive or unset, both at
  *	  most ten years, the grace period non-negative; each one that is not
- *	  the default is a duration the input gave (an argument, or the part
- *	  after "=" of --opt=value); --no-wait never comes with a timeout; the
+ *	  the default (for the grace: 10 s, or what
+ *	  fits in half the ttl) is a duration the input gave (an argument, or
+ *	  the part after "=" of --opt=value); --no-wait never comes with a
+ *	  timeout; with -c the command is /bin/sh -c and an input argument; the
  *	  lock id, the owner and the conninfo are (in) input arguments; the
  *	  command is exactly the input's trailing arguments, right after the
  *	  lock id or after a "--" right after it;
  *	- release: a lock id and an owner are given; a --token the CLI accepts
  *	  is also accepted by PostgreSQL's int8 input (as the server will
  *	  parse it), so it never turns into a server error;
- *	- status: at most one lock id, an input argument.
+ *	- status: at most one lock id, an input argument;
+ *	- force-release: exactly one lock id, an input argument.
  *
  * Copyright (c) 2026, lockq developers
  *
@@ -99,7 +102,7 @@ static int	lqf_getopt_long(int argc, char *const *argv, const char *optstring,
 							const struct option *longopts, int *longindex);
 static int	lqf_pipe2(int fds[2], int flags);
 static int	lqf_sigaction(int sig, const struct sigaction *sa, struct sigaction *old);
-static int	lqf_setenv(const char *name, const char *value, int overwrite);
+static __attribute__((unused)) int lqf_setenv(const char *name, const char *value, int overwrite);
 static pid_t lqf_fork(char **argv, int64_t grace_ms);
 static lockqc_conn *lqf_lockqc_connect(const char *conninfo, char **errmsg);
 static void lqf_lockqc_disconnect(lockqc_conn *c);
@@ -113,7 +116,9 @@ static const char *lqf_lockqc_lock_id(const lockqc_handle *h);
 static const char *lqf_lockqc_owner(const lockqc_handle *h);
 static const char *lqf_lockqc_errmsg(const lockqc_conn *c);
 static void lqf_lockqc_wakeup(lockqc_conn *c);
+static const char *lqf_lockqc_sqlstate(const lockqc_conn *c);
 static PGconn *lqf_PQconnectdb(const char *conninfo);
+static PGconn *lqf_PQconnectdbParams(const char *const *kw, const char *const *val, int expand);
 static ConnStatusType lqf_PQstatus(const PGconn *pg);
 static char *lqf_PQerrorMessage(const PGconn *pg);
 static void lqf_PQfinish(PGconn *pg);
@@ -149,7 +154,9 @@ int			lockq_main(int argc, char **argv);
 #define lockqc_owner lqf_lockqc_owner
 #define lockqc_errmsg lqf_lockqc_errmsg
 #define lockqc_wakeup lqf_lockqc_wakeup
+#define lockqc_sqlstate lqf_lockqc_sqlstate
 #define PQconnectdb lqf_PQconnectdb
+#define PQconnectdbParams lqf_PQconnectdbParams
 #define PQstatus lqf_PQstatus
 #define PQerrorMessage lqf_PQerrorMessage
 #define PQfinish lqf_PQfinish
@@ -228,7 +235,7 @@ lqf_sigaction(int sig, const struct sigaction *sa, struct sigaction *old)
 	return 0;
 }
 
-static int
+static __attribute__((unused)) int
 lqf_setenv(const char *name, const char *value, int overwrite)
 {
 	lqf_check(name != NULL && value != NULL, "setenv(%s, NULL)", name ? name : "NULL");
@@ -322,6 +329,25 @@ lqf_lockqc_errmsg(const lockqc_conn *c)
 static void
 lqf_lockqc_wakeup(lockqc_conn *c)
 {
+}
+
+static const char *
+lqf_lockqc_sqlstate(const lockqc_conn *c)
+{
+	return "";
+}
+
+/* the conninfo is the value of "dbname" (expanded) */
+static PGconn *
+lqf_PQconnectdbParams(const char *const *kw, const char *const *val, int expand)
+{
+	const char *conninfo = "";
+
+	for (int i = 0; kw[i] != NULL; i++)
+		if (strcmp(kw[i], "dbname") == 0)
+			conninfo = val[i];
+	lqf_check(expand == 1, "dbname not expanded");
+	return lqf_PQconnectdb(conninfo);
 }
 
 static PGconn *
@@ -446,7 +472,10 @@ arg_index(char **args, int nargs, const char *p, bool inside)
 	return -1;
 }
 
-/* given_duration: some argument (or its part after "=") parses to ms. */
+/*
+ * given_duration: some argument (or its part after "=", or after a short
+ * option's letter) parses to ms.
+ */
 static bool
 given_duration(char **args, int nargs, int64_t ms)
 {
@@ -460,6 +489,10 @@ given_duration(char **args, int nargs, int64_t ms)
 		if (lockqc_parse_duration(args[i], &v) == 0 && v == ms)
 			return true;
 		if (eq != NULL && lockqc_parse_duration(eq + 1, &v) == 0 && v == ms)
+			return true;
+		/* a short option with its value attached: -w2.5 */
+		if (args[i][0] == '-' && args[i][1] != '-' && args[i][1] != '\0' &&
+			lockqc_parse_duration(args[i] + 2, &v) == 0 && v == ms)
 			return true;
 	}
 	return false;
@@ -515,12 +548,19 @@ check_run(char **args, int nargs)
 	lqf_check(!cap.no_wait || cap.opts.timeout_ms == -1, "--no-wait with a timeout");
 	lqf_check(cap.opts.owner == NULL || arg_index(args, nargs, cap.opts.owner, true) > 0,
 			  "the owner is not from the input");
-	lqf_check(cap.opts.on_lost != NULL && cap.opts.cancel != NULL,
+	lqf_check(cap.opts.on_lost != NULL && cap.opts.cancel_flag != NULL,
 			  "no lost-lease callback or cancel flag");
 	lqf_check(cap.forked, "the lock was granted but no command was run");
+	/* the default grace: 10 s, or what fits in half the ttl */
 	lqf_check(cap.grace_ms >= 0 && cap.grace_ms <= LIMIT_MS &&
-			  (cap.grace_ms == 10000 || given_duration(args, nargs, cap.grace_ms)),
+			  (cap.grace_ms <= 10000 || given_duration(args, nargs, cap.grace_ms)),
 			  "grace %" PRId64, cap.grace_ms);
+
+	/* -c STR: /bin/sh -c STR, STR from the input */
+	if (cap.cmd[0] != NULL && strcmp(cap.cmd[0], "/bin/sh") == 0 && cap.cmd[1] != NULL &&
+		strcmp(cap.cmd[1], "-c") == 0 && cap.cmd[2] != NULL && cap.cmd[3] == NULL &&
+		arg_index(args, nargs, cap.cmd[2], true) > 0)
+		return;
 
 	/* the command: exactly the trailing arguments, after LOCK [--] */
 	while (m < nargs && cap.cmd[m] != NULL)
@@ -590,7 +630,10 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	cap.exit_code = -1;
 	cap.getopt_fresh = true;
 	opterr = 0;					/* getopt's own messages would go to stderr */
-	got_signal = cancel_wait = lease_lost = 0;
+	got_signal = first_signal = 0;
+	atomic_store(&cancel_wait, 0);
+	atomic_store(&lease_lost, 0);
+	foreground = false;
 	conn = NULL;
 	if (setjmp(cap.jmp) == 0)
 		rc = lockq_main(nargs, lqf_argv);
@@ -630,10 +673,13 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		check_release(args, nargs);
 	else if (cap.queries > 1)
 	{
-		lqf_check(strcmp(sub, "status") == 0 && cap.nparams == 1,
+		lqf_check((strcmp(sub, "status") == 0 || strcmp(sub, "force-release") == 0) &&
+				  cap.nparams == 1,
 				  "%s queried with %d parameters", sub, cap.nparams);
 		lqf_check(cap.params[0] == NULL || arg_index(args, nargs, cap.params[0], false) > 0,
-				  "status of a lock id not from the input");
+				  "%s of a lock id not from the input", sub);
+		lqf_check(strcmp(sub, "status") == 0 || cap.params[0] != NULL,
+				  "force-release without a lock id");
 	}
 
 	for (i = 0; i < (size_t) nargs; i++)

@@ -20,6 +20,8 @@
 #define _GNU_SOURCE
 #include <inttypes.h>
 #include <pthread.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -34,7 +36,7 @@
 #include "lockq_client_int.h"
 
 static const char *conninfo;
-static int	failures = 0;
+static _Atomic int failures = 0;
 
 static void
 check(bool cond, const char *fmt,...)
@@ -329,13 +331,13 @@ scenario_timeout(void)
 	PQfinish(m);
 }
 
-static volatile sig_atomic_t cancel_flag = 0;
+static lockqc_cancel_flag cancel_flag;
 
 static void *
 cancel_later(void *p)
 {
 	sleep_ms(300);
-	cancel_flag = 1;
+	atomic_store(&cancel_flag, 1);
 	lockqc_wakeup((lockqc_conn *) p);
 	return NULL;
 }
@@ -353,7 +355,7 @@ scenario_cancel(void)
 
 	q(m, "SELECT lockq_try('C', 'holder', '1 minute')", NULL, NULL, NULL);
 	lockqc_opts_init(&o);
-	o.cancel = &cancel_flag;
+	o.cancel_flag = &cancel_flag;
 	pthread_create(&th, NULL, cancel_later, c);
 	rc = lockqc_lock(c, "C", &o, &h);
 	pthread_join(th, NULL);
@@ -796,18 +798,685 @@ scenario_failover_hold(void)
 	PQfinish(m);
 }
 
+
+/* ---------------------------------------------------------------------- */
+/* Issue 10: API details, stalls, lost replies, disconnect races.         */
+
+/*
+ * api: ttl and heartbeat must be positive; timeout 0 means "do not wait";
+ * lockqc_sqlstate; fallback_application_name; messages end without a
+ * newline; the atomic cancel flag.
+ */
+static lockqc_cancel_flag api_cancel;
+
+static void *
+api_cancel_later(void *p)
+{
+	sleep_ms(300);
+	atomic_store(&api_cancel, 1);
+	lockqc_wakeup((lockqc_conn *) p);
+	return NULL;
+}
+
+static void
+scenario_api(void)
+{
+	lockqc_conn *c = connect_or_die();
+	lockqc_conn *plain;
+	PGconn	   *m = monitor();
+	lockqc_opts o;
+	lockqc_handle *h = NULL;
+	char	   *err = NULL;
+	int64_t		t0;
+	int			rc;
+	pthread_t	th;
+
+	lockqc_opts_init(&o);
+	o.ttl_ms = 0;
+	check(lockqc_trylock(c, "api", &o, &h) == LOCKQC_EINVAL && h == NULL,
+		  "ttl_ms 0 is an error, not the default (%s)", lockqc_errmsg(c));
+	o.ttl_ms = -5;
+	check(lockqc_lock(c, "api", &o, &h) == LOCKQC_EINVAL, "negative ttl_ms is an error");
+	lockqc_opts_init(&o);
+	o.heartbeat_ms = 0;
+	check(lockqc_lock(c, "api", &o, &h) == LOCKQC_EINVAL, "heartbeat_ms 0 is an error");
+
+	/* timeout 0: do not wait */
+	q(m, "SELECT lockq_try('api', 'holder', '1 minute')", NULL, NULL, NULL);
+	lockqc_opts_init(&o);
+	o.timeout_ms = LOCKQC_NO_WAIT;
+	t0 = now_ms();
+	rc = lockqc_lock(c, "api", &o, &h);
+	check(rc == LOCKQC_TIMEOUT && h == NULL,
+		  "timeout_ms 0 on a held lock returns LOCKQC_TIMEOUT (%s) in %" PRId64 " ms",
+		  lockqc_status_str(rc), now_ms() - t0);
+	check(now_ms() - t0 < 1000, "without waiting");
+	check(count_waiters(m, "api") == 0, "and leaves nothing queued");
+	q(m, "SELECT lockq_release('api', 'holder')", NULL, NULL, NULL);
+	check(lockqc_lock(c, "api", &o, &h) == LOCKQC_OK, "timeout_ms 0 on a free lock takes it");
+	lockqc_unlock(h);
+	check(LOCKQC_WAIT_FOREVER < 0 && LOCKQC_NO_WAIT == 0, "named constants");
+
+	/* sqlstate and messages */
+	lockqc_opts_init(&o);
+	o.owner = "session:1:2";
+	check(lockqc_trylock(c, "x", &o, &h) == LOCKQC_ERROR, "reserved owner rejected by the server");
+	check(strcmp(lockqc_sqlstate(c), "22023") == 0, "lockqc_sqlstate: %s", lockqc_sqlstate(c));
+	check(lockqc_errmsg(c)[strlen(lockqc_errmsg(c)) - 1] != '\n', "no trailing newline: %s",
+		  lockqc_errmsg(c));
+	lockqc_opts_init(&o);
+	o.ttl_ms = INT64_C(1000) * 3600 * 24 * 365 * 5;
+	check(lockqc_trylock(c, "x", &o, &h) == LOCKQC_ERROR &&
+		  strcmp(lockqc_sqlstate(c), "22023") == 0,
+		  "a ttl above lockq.max_ttl: 22023 (%s)", lockqc_errmsg(c));
+	check(lockqc_connect("host=/nonexistent/socket", &err) == NULL && err != NULL &&
+		  strlen(err) > 0 && err[strlen(err) - 1] != '\n',
+		  "connect failure message has no trailing newline: %s", err ? err : "");
+	free(err);
+	err = NULL;
+
+	/* fallback_application_name */
+	plain = lockqc_connect(conninfo, &err);
+	check(plain != NULL, "connect without application_name");
+	check(atoi(q(m, "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'lockq'",
+				 NULL, NULL, NULL)) >= 1,
+		  "the library's connection shows as application_name lockq");
+	lockqc_disconnect(plain);
+
+	/* the atomic cancel flag */
+	q(m, "SELECT lockq_try('api', 'holder', '1 minute')", NULL, NULL, NULL);
+	lockqc_opts_init(&o);
+	o.cancel_flag = &api_cancel;
+	pthread_create(&th, NULL, api_cancel_later, c);
+	t0 = now_ms();
+	rc = lockqc_lock(c, "api", &o, &h);
+	pthread_join(th, NULL);
+	check(rc == LOCKQC_CANCELLED && now_ms() - t0 < 2000,
+		  "cancel_flag (atomic) ends the wait (%s, %" PRId64 " ms)", lockqc_status_str(rc), now_ms() - t0);
+	check(count_waiters(m, "api") == 0, "no queue entry left");
+	q(m, "SELECT lockq_release('api', 'holder')", NULL, NULL, NULL);
+	lockqc_disconnect(c);
+	PQfinish(m);
+}
+
+/*
+ * dropped: the server drops a wait (here an administrator cancels it; a
+ * missed heartbeat does the same): lockqc_lock reports it with
+ * LOCKQC_ERROR and SQLSTATE 55000 rather than queueing again at the back.
+ */
+/* drop_later cancels drop-me's wait from another session once queued. */
+static void *
+drop_later(void *p)
+{
+	PGconn	   *a = monitor();
+	int64_t		end = now_ms() + 5000;
+
+	while (now_ms() < end)
+	{
+		if (strcmp(q(a, "SELECT count(*)::text FROM lockq_waiters WHERE owner = 'drop-me'",
+					 NULL, NULL, NULL), "1") == 0)
+		{
+			q(a, "SELECT lockq_cancel('DR', 'drop-me')", NULL, NULL, NULL);
+			break;
+		}
+		sleep_ms(20);
+	}
+	PQfinish(a);
+	return NULL;
+}
+
+static void
+scenario_dropped(void)
+{
+	lockqc_conn *c = connect_or_die();
+	PGconn	   *m = monitor();
+	lockqc_opts o;
+	lockqc_handle *h = NULL;
+	int64_t		t0;
+	int			rc;
+	PGconn	   *w;
+
+	q(m, "SELECT lockq_try('DR', 'holder', '1 minute')", NULL, NULL, NULL);
+	lockqc_opts_init(&o);
+	o.owner = "drop-me";
+	o.heartbeat_ms = 600;
+	o.timeout_ms = 8000;
+	/* a second waiter behind, from SQL */
+	w = PQconnectdb(conninfo);
+	PQsendQuery(w, "SELECT lockq_get('DR', 'behind', '1 minute', '20 seconds')");
+	check(wait_until(m, "SELECT count(*)::text FROM lockq_waiters WHERE lock_id = $1", "DR", "1"),
+		  "a SQL waiter is queued");
+	t0 = now_ms();
+	{
+		pthread_t	th;
+
+		pthread_create(&th, NULL, drop_later, NULL);
+		rc = lockqc_lock(c, "DR", &o, &h);
+		pthread_join(th, NULL);
+	}
+	check(rc == LOCKQC_ERROR, "a wait the server dropped fails (%s after %" PRId64 " ms: %s)",
+		  lockqc_status_str(rc), now_ms() - t0, lockqc_errmsg(c));
+	check(strcmp(lockqc_sqlstate(c), "55000") == 0, "with SQLSTATE 55000 (%s)", lockqc_sqlstate(c));
+	check(strcmp(q(m, "SELECT count(*)::text FROM lockq_waiters WHERE owner = 'drop-me'", NULL, NULL, NULL), "0") == 0,
+		  "and it did not queue again at the back");
+	q(m, "SELECT lockq_release('DR', 'holder')", NULL, NULL, NULL);
+	PQgetResult(w);
+	while (PQgetResult(w) != NULL)
+		;
+	q(w, "SELECT lockq_release('DR', 'behind')", NULL, NULL, NULL);
+	PQfinish(w);
+	lockqc_disconnect(c);
+	PQfinish(m);
+}
+
+/*
+ * disconnect_waiter: lockqc_disconnect while another thread waits in
+ * lockqc_lock on the same connection: the waiter returns LOCKQC_ERROR, no
+ * memory error (run under valgrind too), nothing left queued.
+ */
+typedef struct dw_arg
+{
+	lockqc_conn *c;
+	_Atomic int rc;
+	_Atomic int64_t at;
+} dw_arg;
+
+static void *
+dw_waiter(void *p)
+{
+	dw_arg	   *a = p;
+	lockqc_handle *h = NULL;
+	int			rc = lockqc_lock(a->c, "DW", NULL, &h);
+
+	atomic_store(&a->at, now_ms());
+	atomic_store(&a->rc, rc);
+	return NULL;
+}
+
+static void
+scenario_disconnect_waiter(void)
+{
+	lockqc_conn *c = connect_or_die();
+	PGconn	   *m = monitor();
+	dw_arg		a = {c, 99, 0};
+	pthread_t	th;
+	int64_t		t0;
+
+	q(m, "SELECT lockq_try('DW', 'holder', '1 minute')", NULL, NULL, NULL);
+	pthread_create(&th, NULL, dw_waiter, &a);
+	check(wait_until(m, "SELECT count(*)::text FROM lockq_waiters WHERE lock_id = $1", "DW", "1"),
+		  "a thread waits in lockqc_lock");
+	t0 = now_ms();
+	lockqc_disconnect(c);
+	check(now_ms() - t0 < 4000, "lockqc_disconnect returned in %" PRId64 " ms", now_ms() - t0);
+	pthread_join(th, NULL);
+	check(atomic_load(&a.rc) == LOCKQC_ERROR, "the waiter returned LOCKQC_ERROR (%s)",
+		  lockqc_status_str(atomic_load(&a.rc)));
+	check(wait_until(m, "SELECT count(*)::text FROM lockq_waiters WHERE lock_id = $1", "DW", "0"),
+		  "nothing left queued");
+	q(m, "SELECT lockq_release('DW', 'holder')", NULL, NULL, NULL);
+	PQfinish(m);
+}
+
+/* disconnect_callback: lockqc_disconnect from the lost-lease callback. */
+static _Atomic int cb_done = 0;
+
+static void
+disconnect_in_cb(lockqc_handle *h, void *arg)
+{
+	lockqc_disconnect((lockqc_conn *) arg);
+	atomic_store(&cb_done, 1);
+}
+
+static void
+scenario_disconnect_callback(void)
+{
+	lockqc_conn *c = connect_or_die();
+	PGconn	   *m = monitor();
+	lockqc_opts o;
+	lockqc_handle *h;
+	lockqc_handle *h2;
+	int64_t		end;
+
+	lockqc_opts_init(&o);
+	o.on_lost = disconnect_in_cb;
+	o.on_lost_arg = c;
+	check(lockqc_lock(c, "DC", &o, &h) == LOCKQC_OK, "lock");
+	lockqc_opts_init(&o);
+	check(lockqc_lock(c, "DC2", &o, &h2) == LOCKQC_OK, "and another");
+	q(m, "SELECT lockq_force_release('DC')", NULL, NULL, NULL);
+	end = now_ms() + 10000;
+	while (!atomic_load(&cb_done) && now_ms() < end)
+		sleep_ms(10);
+	check(atomic_load(&cb_done), "lockqc_disconnect called in the callback returned");
+	check(wait_until(m, "SELECT count(*)::text FROM lockq_locks WHERE lock_id = $1", "DC2", "0"),
+		  "and released the other lock");
+	/* the timer thread frees the connection after the callback: let it */
+	sleep_ms(200);
+	PQfinish(m);
+}
+
+/* ---- stalled backend: SIGSTOP of the library's own server process ---- */
+
+#define MAX_STOPPED 8
+static pthread_mutex_t stopped_mu = PTHREAD_MUTEX_INITIALIZER;
+static int	stopped[MAX_STOPPED];
+static int	nstopped = 0;
+static _Atomic bool stall_over = false;
+
+static void
+cont_all(void)
+{
+	pthread_mutex_lock(&stopped_mu);
+	for (int i = 0; i < nstopped; i++)
+		kill(stopped[i], SIGCONT);
+	pthread_mutex_unlock(&stopped_mu);
+}
+
+/* the backend of our library connection not stopped yet, stopped now */
+static int
+stop_backend(PGconn *m, const char *app)
+{
+	char		sql[512];
+	int			pid = 0;
+	int64_t		end = now_ms() + 10000;
+
+	while (pid == 0 && now_ms() < end)
+	{
+		char		excl[256] = "0";
+
+		pthread_mutex_lock(&stopped_mu);
+		for (int i = 0; i < nstopped; i++)
+			snprintf(excl + strlen(excl), sizeof(excl) - strlen(excl), ",%d", stopped[i]);
+		pthread_mutex_unlock(&stopped_mu);
+		snprintf(sql, sizeof(sql),
+				 "SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND pid NOT IN (%s)", excl);
+		pid = atoi(q(m, sql, app, NULL, NULL));
+		if (pid == 0)
+			sleep_ms(20);
+	}
+	pthread_mutex_lock(&stopped_mu);
+	if (pid > 0 && nstopped < MAX_STOPPED)
+	{
+		kill(pid, SIGSTOP);
+		stopped[nstopped++] = pid;
+	}
+	pthread_mutex_unlock(&stopped_mu);
+	return pid;
+}
+
+/* if the library hangs (the old one did), un-stop after a while */
+static void *
+stall_watchdog(void *p)
+{
+	int64_t		end = now_ms() + 150000;
+
+	while (!atomic_load(&stall_over) && now_ms() < end)
+		sleep_ms(100);
+	if (!atomic_load(&stall_over))
+	{
+		printf("not ok - watchdog: the library hung on a stalled backend; SIGCONT after 150 s\n");
+		fflush(stdout);
+		failures++;
+		cont_all();
+	}
+	return NULL;
+}
+
+static lockqc_cancel_flag stall_cancel;
+
+static void *
+stall_cancel_later(void *p)
+{
+	sleep_ms(300);
+	atomic_store(&stall_cancel, 1);
+	lockqc_wakeup((lockqc_conn *) p);
+	return NULL;
+}
+
+static void
+scenario_stall(void)
+{
+	char		app[64];
+	char		ci[1024];
+	char	   *err = NULL;
+	lockqc_conn *c;
+	PGconn	   *m = monitor();
+	lockqc_opts o;
+	lockqc_handle *sa = NULL;
+	lockqc_handle *sb = NULL;
+	lockqc_handle *sc = NULL;
+	lockqc_handle *h = NULL;
+	pthread_t	wd;
+	pthread_t	th;
+	int64_t		t0;
+	int64_t		el;
+	int64_t		end;
+	bool		always;
+	int			rc;
+
+	snprintf(app, sizeof(app), "lockqc_stall_%d", (int) getpid());
+	snprintf(ci, sizeof(ci), "%s application_name=%s", conninfo, app);
+	c = lockqc_connect(ci, &err);
+	if (c == NULL)
+	{
+		check(false, "connect: %s", err);
+		return;
+	}
+	pthread_create(&wd, NULL, stall_watchdog, NULL);
+	q(m, "SELECT lockq_try('SW', 'holder', '1 minute')", NULL, NULL, NULL);
+	lockqc_opts_init(&o);
+	o.ttl_ms = 60000;
+	check(lockqc_lock(c, "SA", &o, &sa) == LOCKQC_OK, "SA held (60 s ttl)");
+
+	/* 1. the backend stalls; the I/O timeout is long: calls keep their own */
+	lockqc_set_io_timeout(c, 60000);
+	check(stop_backend(m, app) > 0, "the library's backend is stopped (SIGSTOP)");
+	lockqc_opts_init(&o);
+	o.timeout_ms = 1000;
+	t0 = now_ms();
+	rc = lockqc_lock(c, "SW", &o, &h);
+	el = now_ms() - t0;
+	check(rc == LOCKQC_TIMEOUT, "lockqc_lock, timeout 1 s, stalled backend: %s", lockqc_status_str(rc));
+	check(el <= 1000 + 1000 + 500, "returned after %" PRId64 " ms (bound: timeout + 1 s)", el);
+	printf("# MEASURE lock_timeout expected=2000 observed=%" PRId64 "\n", el);
+
+	lockqc_opts_init(&o);
+	o.cancel_flag = &stall_cancel;
+	pthread_create(&th, NULL, stall_cancel_later, c);
+	t0 = now_ms();
+	rc = lockqc_lock(c, "SW", &o, &h);
+	el = now_ms() - t0;
+	pthread_join(th, NULL);
+	check(rc == LOCKQC_CANCELLED, "a cancel during the stall: %s", lockqc_status_str(rc));
+	check(el <= 300 + 1000 + 500, "returned after %" PRId64 " ms (cancel at 300 ms; bound + 1 s)", el);
+	printf("# MEASURE cancel expected=1300 observed=%" PRId64 "\n", el);
+
+	/* 2. unlock with a 3 s I/O timeout: the stall is detected, a new
+	 * connection releases */
+	lockqc_set_io_timeout(c, 3000);
+	t0 = now_ms();
+	rc = lockqc_unlock(sa);
+	el = now_ms() - t0;
+	check(rc == LOCKQC_OK || rc == LOCKQC_ERROR, "lockqc_unlock during the stall: %s (%s)",
+		  lockqc_status_str(rc), rc == LOCKQC_OK ? "" : lockqc_errmsg(c));
+	check(el <= 3000 + 500, "returned after %" PRId64 " ms (bound: the I/O timeout, 3 s)", el);
+	printf("# MEASURE unlock expected=3000 observed=%" PRId64 "\n", el);
+	check(wait_until(m, "SELECT count(*)::text FROM lockq_locks WHERE lock_id = $1", "SA", "0"),
+		  "SA released on the server (over a new connection)");
+	check(wait_until(m, "SELECT count(*)::text FROM lockq_waiters WHERE lock_id = $1", "SW", "0"),
+		  "the timed-out and the cancelled waits were withdrawn after the reconnect");
+
+	/* 3. a held lease survives a stall: renewed over a new connection */
+	lockqc_opts_init(&o);
+	o.ttl_ms = 3000;
+	check(lockqc_lock(c, "SB", &o, &sb) == LOCKQC_OK, "SB held (3 s ttl)");
+	check(stop_backend(m, app) > 0, "the new backend is stopped too");
+	always = true;
+	end = now_ms() + 6000;
+	while (now_ms() < end)
+	{
+		if (!lockqc_held(sb))
+			always = false;
+		sleep_ms(5);
+	}
+	check(always, "SB held without a gap for 6 s (two ttls) of stall");
+	check(lockqc_unlock(sb) == LOCKQC_OK, "and released");
+
+	/* 4. trylock during a stall: the I/O timeout */
+	lockqc_set_io_timeout(c, 1500);
+	check(stop_backend(m, app) > 0, "stopped again");
+	t0 = now_ms();
+	rc = lockqc_trylock(c, "ST", NULL, &h);
+	el = now_ms() - t0;
+	check(rc == LOCKQC_ERROR || rc == LOCKQC_OK, "lockqc_trylock during the stall: %s", lockqc_status_str(rc));
+	check(el <= 1500 + 500, "returned after %" PRId64 " ms (bound: the I/O timeout, 1.5 s)", el);
+	printf("# MEASURE trylock expected=1500 observed=%" PRId64 "\n", el);
+	if (rc == LOCKQC_OK)
+		lockqc_unlock(h);
+	check(wait_until(m, "SELECT count(*)::text FROM lockq_locks WHERE lock_id = $1", "ST", "0"),
+		  "nothing left held of the try");
+
+	/* 5. disconnect during a stall */
+	lockqc_set_io_timeout(c, 60000);
+	lockqc_opts_init(&o);
+	check(lockqc_lock(c, "SC", &o, &sc) == LOCKQC_OK, "SC held");
+	check(stop_backend(m, app) > 0, "stopped once more");
+	t0 = now_ms();
+	lockqc_disconnect(c);
+	el = now_ms() - t0;
+	check(el <= 2000 + 500, "lockqc_disconnect returned after %" PRId64 " ms (bound: 2 s)", el);
+	printf("# MEASURE disconnect expected=2000 observed=%" PRId64 "\n", el);
+
+	atomic_store(&stall_over, true);
+	cont_all();
+	pthread_join(wd, NULL);
+	q(m, "SELECT lockq_release('SW', 'holder')", NULL, NULL, NULL);
+	q(m, "SELECT lockq_force_release('SC')", NULL, NULL, NULL);
+	PQfinish(m);
+}
+
+/* ---- a TCP proxy (test/t/040) that black-holes traffic ---- */
+
+/*
+ * proxy_failover: CONNINFO lists the proxy first and the server itself
+ * second (target_session_attrs=read-write, connect_timeout=2).  The proxy
+ * (pid in argv[3]) stops forwarding anything (SIGUSR1), without a reset:
+ * the old primary "vanished".  The held lease must come through, renewed
+ * over the second host, and the queued wait keep its place.
+ */
+typedef struct pf_arg
+{
+	lockqc_conn *c;
+	_Atomic int rc;
+} pf_arg;
+
+static void *
+pf_waiter(void *p)
+{
+	pf_arg	   *a = p;
+	lockqc_opts o;
+	lockqc_handle *h;
+
+	lockqc_opts_init(&o);
+	o.heartbeat_ms = 30000;
+	o.owner = "pf-waiter";
+	atomic_store(&a->rc, lockqc_lock(a->c, "PW", &o, &h));
+	if (atomic_load(&a->rc) == LOCKQC_OK)
+		lockqc_unlock(h);
+	return NULL;
+}
+
+static void
+scenario_proxy_failover(int proxy)
+{
+	lockqc_conn *c;
+	char	   *err = NULL;
+	PGconn	   *m;
+	lockqc_opts o;
+	lockqc_handle *h;
+	pthread_t	th;
+	pf_arg		a;
+	char		tok[32];
+	int64_t		end;
+	int64_t		t0;
+	bool		always = true;
+	char		direct[1024];
+
+	snprintf(direct, sizeof(direct), "%s application_name=lockqc_pf", conninfo);
+	c = lockqc_connect(direct, &err);
+	if (c == NULL)
+	{
+		check(false, "connect through the proxy: %s", err);
+		return;
+	}
+	/* the monitor goes straight to the server (the second host) */
+	snprintf(direct, sizeof(direct), "%s", getenv("LOCKQC_DIRECT"));
+	m = PQconnectdb(direct);
+	a.c = c;
+	atomic_init(&a.rc, 99);
+	lockqc_opts_init(&o);
+	o.ttl_ms = 12000;
+	o.on_lost = record_lost;
+	check(lockqc_lock(c, "PF", &o, &h) == LOCKQC_OK, "PF held (12 s ttl) through the proxy");
+	check(strcmp(q(m, "SELECT count(*)::text FROM pg_stat_activity WHERE client_port > 0"
+				   " AND application_name = 'lockqc_pf'", NULL, NULL, NULL), "1") == 0,
+		  "the library's connection is a TCP one (through the proxy, the first host)");
+	snprintf(tok, sizeof(tok), "%" PRId64, lockqc_token(h));
+	q(m, "SELECT lockq_try('PW', 'holder', '1 minute')", NULL, NULL, NULL);
+	pthread_create(&th, NULL, pf_waiter, &a);
+	check(wait_until(m, "SELECT count(*)::text FROM lockq_waiters WHERE lock_id = $1", "PW", "1"),
+		  "a wait is queued");
+
+	kill(proxy, SIGUSR1);
+	t0 = now_ms();
+	end = t0 + 15000;
+	while (now_ms() < end)
+	{
+		if (!lockqc_held(h))
+			always = false;
+		sleep_ms(5);
+	}
+	check(always && atomic_load(&lost_at) == 0,
+		  "PF held without a gap for 15 s after the first host vanished (no reset)");
+	check(strcmp(q(m, "SELECT lockq_holds('PF', $1)", tok, NULL, NULL), "t") == 0,
+		  "the server agrees: same token %s, renewed over the second host", tok);
+	check(strcmp(q(m, "SELECT owner FROM lockq_waiters WHERE lock_id = 'PW'", NULL, NULL, NULL), "pf-waiter") == 0,
+		  "the wait kept its place");
+	q(m, "SELECT lockq_release('PW', 'holder')", NULL, NULL, NULL);
+	pthread_join(th, NULL);
+	check(atomic_load(&a.rc) == LOCKQC_OK, "and was granted (%s)", lockqc_status_str(atomic_load(&a.rc)));
+	check(lockqc_unlock(h) == LOCKQC_OK, "unlock over the second host");
+	lockqc_disconnect(c);
+	printf("# MEASURE failover_gap_ms=0 (held throughout)\n");
+	PQfinish(m);
+}
+
+/*
+ * proxy_lostreply: the proxy (argv[3]) forwards requests but drops every
+ * reply (SIGUSR2): a try and an enqueue happen on the server, their
+ * answers never come.  The calls end on time, and once the proxy forwards
+ * again (SIGHUP) the library withdraws the grant and the wait by owner,
+ * long before their ttl and heartbeat interval would.
+ */
+static void
+scenario_proxy_lostreply(int proxy)
+{
+	lockqc_conn *c;
+	char	   *err = NULL;
+	PGconn	   *m;
+	lockqc_opts o;
+	lockqc_handle *h = NULL;
+	int64_t		t0;
+	int64_t		el;
+	int			rc;
+
+	c = lockqc_connect(conninfo, &err);
+	if (c == NULL)
+	{
+		check(false, "connect through the proxy: %s", err);
+		return;
+	}
+	m = PQconnectdb(getenv("LOCKQC_DIRECT"));
+	lockqc_set_io_timeout(c, 2000);
+	q(m, "SELECT lockq_try('LW', 'holder', '1 minute')", NULL, NULL, NULL);
+	kill(proxy, SIGUSR2);
+	sleep_ms(100);				/* (the proxy takes the signal) */
+
+	lockqc_opts_init(&o);
+	o.owner = "lostreply-try";
+	o.ttl_ms = 120000;
+	t0 = now_ms();
+	rc = lockqc_trylock(c, "LR", &o, &h);
+	el = now_ms() - t0;
+	check(rc == LOCKQC_ERROR, "trylock whose reply is lost: %s (%s)", lockqc_status_str(rc), lockqc_errmsg(c));
+	check(el <= 2000 + 500, "after %" PRId64 " ms (the 2 s I/O timeout)", el);
+	check(strcmp(q(m, "SELECT owner FROM lockq_locks WHERE lock_id = 'LR'", NULL, NULL, NULL), "lostreply-try") == 0,
+		  "the server did grant it (a 120 s lease nobody holds)");
+
+	lockqc_opts_init(&o);
+	o.owner = "lostreply-wait";
+	o.heartbeat_ms = 120000;
+	o.timeout_ms = 1500;
+	t0 = now_ms();
+	rc = lockqc_lock(c, "LW", &o, &h);
+	el = now_ms() - t0;
+	check(rc == LOCKQC_TIMEOUT, "lock whose replies are lost: %s", lockqc_status_str(rc));
+	check(el <= 1500 + 1000 + 500, "after %" PRId64 " ms (timeout 1.5 s + at most 1 s)", el);
+	printf("# MEASURE lostreply_lock expected=2500 observed=%" PRId64 "\n", el);
+
+	kill(proxy, SIGHUP);		/* forwards again */
+	t0 = now_ms();
+	check(wait_until(m, "SELECT count(*)::text FROM lockq_locks WHERE owner = $1", "lostreply-try", "0"),
+		  "after the reconnect the library released the grant it never got (%" PRId64 " ms)", now_ms() - t0);
+	check(wait_until(m, "SELECT count(*)::text FROM lockq_waiters WHERE owner = $1", "lostreply-wait", "0"),
+		  "and withdrew the wait (%" PRId64 " ms; its heartbeat interval is 120 s)", now_ms() - t0);
+	q(m, "SELECT lockq_release('LW', 'holder')", NULL, NULL, NULL);
+	lockqc_disconnect(c);
+	PQfinish(m);
+}
+
+/*
+ * boottime: run with test/boottime_shim.so preloaded.  A 10 s jump of
+ * CLOCK_BOOTTIME (what a system suspend looks like; CLOCK_MONOTONIC does
+ * not move) ends a 5 s lease's local deadline: the server's lease clock
+ * went on during the suspend, so the library must not go on believing it
+ * holds the lock.
+ */
+static void
+boot_offset(int64_t ms)
+{
+	FILE	   *f = fopen(getenv("LQ_BOOT_OFFSET_FILE"), "w");
+
+	if (f != NULL)
+	{
+		fprintf(f, "%lld\n", (long long) ms);
+		fclose(f);
+	}
+}
+
+static void
+scenario_boottime(void)
+{
+	lockqc_conn *c;
+	lockqc_opts o;
+	lockqc_handle *h;
+
+	if (getenv("LQ_BOOT_OFFSET_FILE") == NULL)
+	{
+		check(false, "LQ_BOOT_OFFSET_FILE is not set");
+		return;
+	}
+	boot_offset(0);
+	c = connect_or_die();
+	lockqc_opts_init(&o);
+	o.ttl_ms = 5000;
+	o.auto_renew = false;
+	check(lockqc_trylock(c, "BT", &o, &h) == LOCKQC_OK, "lock with a 5 s ttl, no renewal");
+	check(lockqc_held(h) && lockqc_remaining_ms(h) > 4000, "held, %" PRId64 " ms left",
+		  lockqc_remaining_ms(h));
+	boot_offset(10000);
+	check(!lockqc_held(h), "after a (simulated) 10 s suspend it is no longer held");
+	check(lockqc_remaining_ms(h) == 0, "and no time is left");
+	boot_offset(0);
+	lockqc_unlock(h);
+	lockqc_disconnect(c);
+}
+
 int
 main(int argc, char **argv)
 {
 	const char *scenario;
 
-	if (argc != 3)
+	if (argc != 3 && argc != 4)
 	{
-		fprintf(stderr, "usage: %s SCENARIO CONNINFO\n", argv[0]);
+		fprintf(stderr, "usage: %s SCENARIO CONNINFO [PROXY_PID]\n", argv[0]);
 		return 2;
 	}
 	scenario = argv[1];
 	conninfo = argv[2];
+	/* (the TAP framework sets it; it would hide fallback_application_name) */
+	unsetenv("PGAPPNAME");
 	if (strcmp(scenario, "basic") == 0)
 		scenario_basic();
 	else if (strcmp(scenario, "fifo") == 0)
@@ -832,6 +1501,22 @@ main(int argc, char **argv)
 		scenario_reconnect();
 	else if (strcmp(scenario, "failover_hold") == 0)
 		scenario_failover_hold();
+	else if (strcmp(scenario, "api") == 0)
+		scenario_api();
+	else if (strcmp(scenario, "boottime") == 0)
+		scenario_boottime();
+	else if (strcmp(scenario, "dropped") == 0)
+		scenario_dropped();
+	else if (strcmp(scenario, "disconnect_waiter") == 0)
+		scenario_disconnect_waiter();
+	else if (strcmp(scenario, "disconnect_callback") == 0)
+		scenario_disconnect_callback();
+	else if (strcmp(scenario, "stall") == 0)
+		scenario_stall();
+	else if (strcmp(scenario, "proxy_failover") == 0 && argc == 4)
+		scenario_proxy_failover(atoi(argv[3]));
+	else if (strcmp(scenario, "proxy_lostreply") == 0 && argc == 4)
+		scenario_proxy_lostreply(atoi(argv[3]));
 	else
 	{
 		fprintf(stderr, "unknown scenario %s\n", scenario);

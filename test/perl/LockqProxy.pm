@@ -1,0 +1,107 @@
+# test/perl/LockqProxy.pm
+#
+# A TCP proxy on 127.0.0.1 for fault tests: it forwards to a server port
+# until told otherwise, by signal:
+#   USR1  black hole: accept connections and read everything, forward
+#         nothing, close nothing (a host that vanished without a reset)
+#   USR2  lost replies: forward requests, drop every answer
+#   HUP   forward again
+# start_proxy(port) returns (pid, listen port); stop_proxy(pid) ends it.
+
+package LockqProxy;
+
+use strict;
+use warnings;
+
+use IO::Select;
+use IO::Socket::INET;
+use POSIX ();
+
+use Exporter 'import';
+our @EXPORT = qw(start_proxy stop_proxy);
+
+sub start_proxy
+{
+	my ($target_port) = @_;
+	my $listen = IO::Socket::INET->new(
+		LocalAddr => '127.0.0.1',
+		LocalPort => 0,
+		Listen => 128,
+		ReuseAddr => 1) or die "proxy: listen: $!";
+	my $port = $listen->sockport;
+	my $pid = fork();
+	die "fork: $!" unless defined $pid;
+	if ($pid)
+	{
+		close $listen;
+		return ($pid, $port);
+	}
+
+	my $mode = 'pass';
+	$SIG{USR1} = sub { $mode = 'hole' };
+	$SIG{USR2} = sub { $mode = 'noreply' };
+	$SIG{HUP} = sub { $mode = 'pass' };
+	$SIG{TERM} = sub { POSIX::_exit(0) };
+	my $sel = IO::Select->new($listen);
+	my (%peer, %up);
+	while (1)
+	{
+		for my $s ($sel->can_read(0.05))
+		{
+			if ($s == $listen)
+			{
+				my $c = $listen->accept or next;
+				$sel->add($c);
+				if ($mode eq 'hole')
+				{
+					$peer{$c} = undef;	# never connected on
+					next;
+				}
+				my $u = IO::Socket::INET->new(
+					PeerAddr => '127.0.0.1',
+					PeerPort => $target_port);
+				if (!$u)
+				{
+					$sel->remove($c);
+					close $c;
+					next;
+				}
+				$peer{$c} = $u;
+				$peer{$u} = $c;
+				$up{$c} = 1;
+				$sel->add($u);
+				next;
+			}
+			my $buf;
+			my $n = sysread($s, $buf, 65536);
+			if (!$n)
+			{
+				$sel->remove($s);
+				my $p = $peer{$s};
+				delete $peer{$s};
+				close $s;
+				# a black hole passes no close on either
+				if ($p && $mode ne 'hole')
+				{
+					$sel->remove($p);
+					delete $peer{$p};
+					close $p;
+				}
+				next;
+			}
+			next if $mode eq 'hole';
+			next if $mode eq 'noreply' && !$up{$s};
+			my $p = $peer{$s} or next;
+			syswrite($p, $buf);
+		}
+	}
+}
+
+sub stop_proxy
+{
+	my ($pid) = @_;
+	kill 'TERM', $pid;
+	waitpid($pid, 0);
+}
+
+1;
