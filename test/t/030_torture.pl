@@ -267,6 +267,7 @@ sub inject
 			return "$name:$action on the recovery path (lockq.fault_points), crash";
 		}
 		my $a = $then eq 'fire' ? $action : 'wait';
+		my $before_start = $node->safe_psql('postgres', 'SELECT pg_postmaster_start_time()');
 		my ($okay, $out, $err) =
 		  sql_ok("SELECT lockq_fault_arm('$name', '$a', $arg, $skip, 1)");
 		if (!$okay)
@@ -274,9 +275,21 @@ sub inject
 			note("lockq_fault_arm('$name', '$a'): $err");
 			return undef;
 		}
+		if ($then eq 'fire' && $a eq 'panic')
+		{
+			# a panic restarts the whole server, and the new shared memory
+			# has no record of the point: wait for the restart instead
+			local $PostgreSQL::Test::Utils::timeout_default = 20;
+			if (!$node->poll_query_until('postgres',
+					"SELECT pg_postmaster_start_time() > '$before_start'"))
+			{
+				note("$name:panic did not fire; disarmed");
+				sql_ok("SELECT lockq_fault_disarm('$name')");
+			}
+			return "$name:panic (after $skip hits), crash restart";
+		}
 		if ($then eq 'fire')
 		{
-			# a panic restarts the whole server: poll_query_until rides it out
 			if (!wait_point($name, 'fired'))
 			{
 				note("$name:$a did not fire; disarmed");
