@@ -40,6 +40,7 @@ bool		lockq_synchronous_grants = false;
 int			lockq_max_grace = 60;
 int			lockq_session_locks_per_backend = 64;
 int			lockq_table_lock_timeout = 2000;
+int			lockq_fence_timeout = 10000;
 
 void		_PG_init(void);
 
@@ -97,6 +98,14 @@ _PG_init(void)
 							&lockq_max_grace,
 							60, 0, 3600,
 							PGC_SIGHUP, GUC_UNIT_S,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("lockq.fence_timeout",
+							"Sets how long after a grant ends a transaction fenced on it may hold its hand-off back.",
+							"After that the lock server terminates the fencing transaction's session, so that its write cannot commit, and the lock passes on.",
+							&lockq_fence_timeout,
+							10000, 0, 3600000,
+							PGC_SIGHUP, GUC_UNIT_MS,
 							NULL, NULL, NULL);
 
 	DefineCustomIntVariable("lockq.table_lock_timeout",

@@ -29,6 +29,7 @@
 #include "datatype/timestamp.h"
 #include "port/atomics.h"
 #include "storage/condition_variable.h"
+#include "nodes/pg_list.h"
 #include "storage/spin.h"
 
 /* Documented input limits (bytes, not counting the terminating NUL). */
@@ -174,6 +175,13 @@ lq_entry_slot(LqEntry e)
 #define LQ_MAX_QUICK_RELEASES	4
 
 /*
+ * Session-bound grants a backend's transaction is fenced on (lockq_holds),
+ * listed in its slot so that the lock server can tell whose transaction
+ * holds a hand-off back; beyond this many, fences_overflow says "maybe any".
+ */
+#define LQ_MAX_SLOT_FENCES		16
+
+/*
  * What the batch being committed will make known about a slot, written by
  * the lock server before its commit and applied after it (lockq_outbox.c).
  * Only the lock server reads or writes it; a lock server that finds one
@@ -216,6 +224,10 @@ typedef struct LqSlot
 	LqResult	res;
 	int			nquick;			/* quick releases the worker has not done */
 	int64		quick_tokens[LQ_MAX_QUICK_RELEASES];	/* oldest first */
+	int			nfences;		/* session-bound grants fenced by the
+								 * backend's transaction (written by it) */
+	bool		fences_overflow;
+	int64		fence_tokens[LQ_MAX_SLOT_FENCES];
 	ConditionVariable freed;	/* broadcast when the slot becomes FREE */
 	LqSlotStaged staged;		/* lock server only, no lock needed */
 } LqSlot;
@@ -310,6 +322,7 @@ typedef struct LqShared
 	pg_atomic_uint64 holders;
 	pg_atomic_uint64 waiters;
 	pg_atomic_uint64 delayed;	/* locks delayed after a restart */
+	pg_atomic_uint64 fence_gen; /* bumped when a fenced transaction ends */
 	pg_atomic_uint64 delay_max; /* the latest end of such a delay (0: none) */
 
 	/* The clock, see lockq_clock.c. */
@@ -357,6 +370,7 @@ extern int	lockq_max_waiters;
 extern int	lockq_batch_size;
 extern int	lockq_session_locks_per_backend;
 extern int	lockq_table_lock_timeout;	/* milliseconds */
+extern int	lockq_fence_timeout;	/* milliseconds */
 
 /* lockq_shmem.c */
 extern LqShared *lq_shared;
@@ -368,6 +382,9 @@ extern void lq_ring_push(LqEntry entry);
 extern int	lq_ring_drain(LqEntry *out, int max, bool *overflow);
 extern void lq_wake_worker(void);
 extern void lq_stat_add(LqStat stat, uint64 n);
+extern void lq_result_error(LqResult *res, int sqlerrcode, const char *message,
+							const char *hint);
+extern List *lq_slot_fencers(int64 token);
 
 /* lockq_grants.c */
 extern Size lq_grants_shmem_size(void);
@@ -383,7 +400,8 @@ extern uint32 lq_grants_fences(int64 token);
 extern void lq_grants_undo_ending(void);
 extern void lq_grants_clear(void);
 extern LqSessionGrant *lq_grants_copy(int *n);
-extern int	lq_grants_holds(const char *lock_id, int64 token, int64 now);
+extern int	lq_grants_holds(const char *lock_id, int64 token, int64 now,
+							Oid role, bool admin);
 extern bool lq_grants_mark_released(const char *lock_id, int64 token,
 									int pid, int64 session_start, int64 now);
 extern bool lq_grants_is_released(int64 token);

@@ -650,6 +650,7 @@ static struct
 }			lq_fresh;
 
 static void lq_xact_callback(XactEvent event, void *arg);
+static void lq_end_fences(void);
 
 /*
  * lq_note_session_grant records a session-bound grant this session holds
@@ -852,29 +853,74 @@ lq_xact_callback(XactEvent event, void *arg)
 		lq_fresh.valid = false;
 	if (!lq_fenced)
 		return;
-	if (event == XACT_EVENT_PRE_PREPARE && lq_grants_nfences() > 0)
+
+	/*
+	 * A fence must end with its session at the latest, so that the lock
+	 * server can end it (lockq.fence_timeout): a prepared transaction would
+	 * keep a row lock, or a count in shared memory, without anyone to end.
+	 */
+	if (event == XACT_EVENT_PRE_PREPARE)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("cannot prepare a transaction that called lockq_holds on a session-bound lock")));
+				 errmsg("cannot prepare a transaction that is fenced by lockq_holds"),
+				 errhint("Call lockq_holds in the transaction that commits the fenced write, not in a prepared one.")));
 	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT ||
 		event == XACT_EVENT_PARALLEL_COMMIT ||
 		event == XACT_EVENT_PARALLEL_ABORT ||
 		event == XACT_EVENT_PREPARE)
-	{
-		lq_fenced = false;
-		(void) lq_grants_release_fences();
-		lq_wake_worker();
-	}
+		lq_end_fences();
+}
+
+/*
+ * lq_end_fences ends this transaction's fences: the counts on session-bound
+ * grants and their list in our slot (row locks on lockq.owners end with
+ * the transaction by themselves), and tells the lock server, which may
+ * have hand-offs waiting for them.
+ */
+static void
+lq_end_fences(void)
+{
+	LqSlot	   *slot = &lq_slots[lq_my_slotno()];
+
+	lq_fenced = false;
+	(void) lq_grants_release_fences();
+	SpinLockAcquire(&slot->mutex);
+	slot->nfences = 0;
+	slot->fences_overflow = false;
+	SpinLockRelease(&slot->mutex);
+	pg_atomic_fetch_add_u64(&lq_shared->fence_gen, 1);
+	lq_wake_worker();
+}
+
+/*
+ * lq_note_fence lists a session-bound grant this transaction is now fenced
+ * on in our slot, for the lock server (lq_slot_fencers).
+ */
+static void
+lq_note_fence(int64 token)
+{
+	LqSlot	   *slot = &lq_slots[lq_my_slotno()];
+
+	SpinLockAcquire(&slot->mutex);
+	if (slot->nfences < LQ_MAX_SLOT_FENCES)
+		slot->fence_tokens[slot->nfences++] = token;
+	else
+		slot->fences_overflow = true;
+	SpinLockRelease(&slot->mutex);
 }
 
 /*
  * lockq_holds(lock_id, token) is true while that grant is current.  When
- * true it also fences the grant until the transaction ends, so the grant
- * cannot pass to anyone else before then: a write fenced by lockq_holds
- * commits before the next holder is granted.  The fence is a KEY SHARE
- * lock on the grant's row in lockq.owners, or for a session-bound grant a
- * count in shared memory (lockq_grants.c).  NULL or non-positive tokens are
- * simply not held.
+ * true, and called by the grant's own role (or an administrator), it also
+ * fences the grant until the transaction ends, so the grant cannot pass to
+ * anyone else before then: a write fenced by lockq_holds commits before
+ * the next holder is granted.  The fence is a KEY SHARE lock on the grant's
+ * row in lockq.owners, or for a session-bound grant a count in shared
+ * memory (lockq_grants.c).  Any other role learns true or false, without a
+ * fence: it cannot hold another role's hand-off back.  A fence lasts at
+ * most lockq.fence_timeout past the end of the grant's lease: then the
+ * lock server ends the fencing transaction's session.  NULL or
+ * non-positive tokens are simply not held.
  */
 Datum
 lockq_holds(PG_FUNCTION_ARGS)
@@ -883,6 +929,8 @@ lockq_holds(PG_FUNCTION_ARGS)
 	int64		token;
 	int64		now;
 	int			held;
+	Oid			role;
+	bool		admin;
 
 	lq_check_available();
 	lq_arg_string(fcinfo, 0, "lock id", LQ_MAX_ID_LEN, lock_id);
@@ -899,12 +947,18 @@ lockq_holds(PG_FUNCTION_ARGS)
 	}
 	/* an answer false by time must hold after a crash: see the function */
 	now = lq_clock_now_bounded();
-	held = lq_grants_holds(lock_id, token, now);
-	if (held < 0)
-		held = lq_store_holds(lock_id, token, now) ? 1 : 0;
+	role = GetUserId();
+	admin = lq_is_admin(role);
+	lq_attach();
+	held = lq_grants_holds(lock_id, token, now, role, admin);
+	if (held == 1)
+		lq_note_fence(token);
+	else if (held < 0)
+		held = lq_store_holds(lock_id, token, now, role, admin);
 	if (held == 0)
 		PG_RETURN_BOOL(false);
-	lq_fenced = true;
+	if (held == 1)
+		lq_fenced = true;
 	PG_RETURN_BOOL(true);
 }
 

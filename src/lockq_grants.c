@@ -361,12 +361,15 @@ lq_grants_copy(int *n)
 
 /*
  * lq_grants_holds is lockq_holds for session-bound grants: -1 if token is
- * not one (the caller then looks in lockq.owners), else whether the grant
- * of lock_id with that token is current at now.  When it is, this
- * transaction is fenced on it until it ends (see the top of the file).
+ * not one (the caller then looks in lockq.owners), 0 if the grant of
+ * lock_id with that token is not current at now, 1 if it is and this
+ * transaction is now fenced on it until it ends (see the top of the file),
+ * 2 if it is but role may not fence it: only the grant's own role may hold
+ * its hand-off back, or an administrator.
  */
 int
-lq_grants_holds(const char *lock_id, int64 token, int64 now)
+lq_grants_holds(const char *lock_id, int64 token, int64 now, Oid role,
+				bool admin)
 {
 	LqSessionGrant *e;
 	int			result;
@@ -391,6 +394,8 @@ lq_grants_holds(const char *lock_id, int64 token, int64 now)
 	else if (e->end != LQ_GRANT_CURRENT || e->released ||
 			 e->expires <= now || strcmp(e->lock_id, lock_id) != 0)
 		result = 0;
+	else if (e->role != role && !admin)
+		result = 2;
 	else
 	{
 		pg_atomic_fetch_add_u32(&e->fences, 1);

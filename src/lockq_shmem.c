@@ -24,6 +24,8 @@
 #include "postgres.h"
 
 #include "miscadmin.h"
+#include "mb/pg_wchar.h"
+#include "nodes/pg_list.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "storage/proc.h"
@@ -118,6 +120,7 @@ lq_shmem_startup(void)
 		pg_atomic_init_u64(&lq_shared->waiters, 0);
 		pg_atomic_init_u64(&lq_shared->delayed, 0);
 		pg_atomic_init_u64(&lq_shared->delay_max, 0);
+		pg_atomic_init_u64(&lq_shared->fence_gen, 0);
 		pg_atomic_init_u64(&lq_shared->clock_last, 0);
 		pg_atomic_init_u64(&lq_shared->clock_ceiling, 0);
 		pg_atomic_init_u32(&lq_shared->clock_ready, 0);
@@ -223,4 +226,60 @@ lq_stat_add(LqStat stat, uint64 n)
 {
 	if (lq_shared != NULL && n > 0)
 		pg_atomic_fetch_add_u64(&lq_shared->stats[stat], n);
+}
+
+/*
+ * lq_result_error fills res with an error answer: sqlerrcode, the message
+ * and the hint (NULL: none), each cut to fit on a character boundary, so
+ * that a long message with multibyte characters (an owner name, a lock id)
+ * stays valid in the database encoding and converts to the client's.
+ */
+void
+lq_result_error(LqResult *res, int sqlerrcode, const char *message,
+				const char *hint)
+{
+	int			len;
+
+	memset(res, 0, sizeof(LqResult));
+	res->status = LQ_ST_ERROR;
+	res->sqlerrcode = sqlerrcode;
+	len = pg_mbcliplen(message, strlen(message), sizeof(res->message) - 1);
+	memcpy(res->message, message, len);
+	res->message[len] = '\0';
+	if (hint != NULL)
+	{
+		len = pg_mbcliplen(hint, strlen(hint), sizeof(res->hint) - 1);
+		memcpy(res->hint, hint, len);
+		res->hint[len] = '\0';
+	}
+}
+
+/*
+ * lq_slot_fencers lists the pids of the backends whose transaction may be
+ * fenced on the session-bound grant token (lockq_holds): those that list it
+ * in their slot, and those with more fences than a slot lists.
+ */
+List *
+lq_slot_fencers(int64 token)
+{
+	List	   *pids = NIL;
+	int			i;
+
+	for (i = 0; i < lq_shared->nslots; i++)
+	{
+		LqSlot	   *slot = &lq_slots[i];
+		bool		fenced = false;
+		int			pid;
+		int			k;
+
+		SpinLockAcquire(&slot->mutex);
+		pid = slot->pid;
+		fenced = slot->fences_overflow;
+		for (k = 0; k < slot->nfences && !fenced; k++)
+			fenced = (slot->fence_tokens[k] == token);
+		SpinLockRelease(&slot->mutex);
+		if (fenced && pid != 0)
+			pids = lappend_int(pids, pid);
+	}
+	return pids;
 }

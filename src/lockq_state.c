@@ -32,6 +32,8 @@
  */
 #include "postgres.h"
 
+#include <signal.h>
+
 #include "lib/ilist.h"
 #include "lib/pairingheap.h"
 #include "nodes/pg_list.h"
@@ -392,6 +394,20 @@ lq_reply(int slotno, uint64 reqid, LqStatus status, int64 token, bool fresh)
 	lq_outbox_reply(slotno, reqid, &res);
 }
 
+/*
+ * lq_reply_fail answers a request with an error: sqlerrcode, the message
+ * and the hint (NULL: none).  Nothing is changed.
+ */
+static void
+lq_reply_fail(int slotno, uint64 reqid, int sqlerrcode, const char *message,
+			  const char *hint)
+{
+	LqResult	res;
+
+	lq_result_error(&res, sqlerrcode, message, hint);
+	lq_outbox_reply(slotno, reqid, &res);
+}
+
 static void
 lq_reply_error(int slotno, uint64 reqid, int sqlerrcode, const char *fmt,...)
 pg_attribute_printf(4, 5);
@@ -399,16 +415,13 @@ pg_attribute_printf(4, 5);
 static void
 lq_reply_error(int slotno, uint64 reqid, int sqlerrcode, const char *fmt,...)
 {
-	LqResult	res;
 	va_list		ap;
+	char		buf[1024];
 
-	memset(&res, 0, sizeof(res));
-	res.status = LQ_ST_ERROR;
-	res.sqlerrcode = sqlerrcode;
 	va_start(ap, fmt);
-	vsnprintf(res.message, sizeof(res.message), fmt, ap);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
 	va_end(ap);
-	lq_outbox_reply(slotno, reqid, &res);
+	lq_reply_fail(slotno, reqid, sqlerrcode, buf, NULL);
 }
 
 /*
@@ -430,18 +443,16 @@ lq_may_act(const LqRequest *req, Oid role)
 static void
 lq_reply_forbidden(int slotno, uint64 reqid, const LqRequest *req)
 {
-	LqResult	res;
+	char		msg[1024];
+	char		hint[256];
 
-	memset(&res, 0, sizeof(res));
-	res.status = LQ_ST_ERROR;
-	res.sqlerrcode = ERRCODE_INSUFFICIENT_PRIVILEGE;
-	snprintf(res.message, sizeof(res.message),
+	snprintf(msg, sizeof(msg),
 			 "owner \"%s\" of lock \"%s\" belongs to another role",
 			 req->owner, req->lock_id);
-	snprintf(res.hint, sizeof(res.hint),
+	snprintf(hint, sizeof(hint),
 			 "Only the role that took the lock or queued the wait, or a member of %s, can act for its owner.",
 			 LQ_ADMIN_ROLE);
-	lq_outbox_reply(slotno, reqid, &res);
+	lq_reply_fail(slotno, reqid, ERRCODE_INSUFFICIENT_PRIVILEGE, msg, hint);
 }
 
 /*
@@ -451,19 +462,15 @@ lq_reply_forbidden(int slotno, uint64 reqid, const LqRequest *req)
 static bool
 lq_session_room(int slotno, uint64 reqid)
 {
-	LqResult	res;
+	char		hint[256];
 
 	if (lq_nsession_grants < lq_grants_max())
 		return true;
-	memset(&res, 0, sizeof(res));
-	res.status = LQ_ST_ERROR;
-	res.sqlerrcode = ERRCODE_OUT_OF_MEMORY;
-	snprintf(res.message, sizeof(res.message),
-			 "out of shared memory for session-bound locks");
-	snprintf(res.hint, sizeof(res.hint),
+	snprintf(hint, sizeof(hint),
 			 "Increase \"lockq.session_locks_per_backend\" (%d), or take the lock with an owner.",
 			 lockq_session_locks_per_backend);
-	lq_outbox_reply(slotno, reqid, &res);
+	lq_reply_fail(slotno, reqid, ERRCODE_OUT_OF_MEMORY,
+				  "out of shared memory for session-bound locks", hint);
 	return false;
 }
 
@@ -586,6 +593,17 @@ lq_lift_hold(LqLock *lock, int64 now)
 	lock->lost_until = 0;
 	if (--lq_ndelayed == 0)
 		lq_delay_max = 0;
+}
+
+/*
+ * lq_own_ttl is the lease a renewal without a ttl of its own gives: the
+ * grant's ttl, but never more than lockq.max_ttl as it is now (it may have
+ * been lowered since the grant was made).
+ */
+static int64
+lq_own_ttl(const LqLock *lock)
+{
+	return Min(lock->ttl, (int64) lockq_max_ttl * USECS_PER_SEC);
 }
 
 /*
@@ -798,6 +816,51 @@ lq_end_grant(LqLock *lock, LqEndReason why, int64 now)
 }
 
 /*
+ * lq_defer_handoff puts an ending grant whose hand-off a fenced transaction
+ * holds back on the deferred list.  Its lease timer now counts
+ * lockq.fence_timeout from the grant's end: when that runs out, the
+ * fencing transactions are ended (lq_end_fences).
+ */
+static void
+lq_defer_handoff(LqLock *lock, bool count)
+{
+	dlist_push_tail(&lq_deferred, &lock->deferred_node);
+	lock->in_deferred = true;
+	lq_timer_arm(&lock->lease,
+				 lock->expires + (int64) lockq_fence_timeout * 1000);
+	if (count)
+		lq_stat_add(LQ_STAT_DEFERRED_HANDOFFS, 1);
+}
+
+/*
+ * lq_end_fences ends the transactions that still hold the hand-off of an
+ * ended grant back, lockq.fence_timeout after the grant's end, by
+ * terminating their sessions (as idle_in_transaction_session_timeout
+ * would): a write fenced by them then never commits, and the lock passes
+ * on when they are gone.  Checked again every second while any is left.
+ */
+static void
+lq_end_fences(LqLock *lock, int64 now)
+{
+	List	   *pids;
+	ListCell   *lc;
+
+	pids = lock->in_shmem ? lq_slot_fencers(lock->token) :
+		lq_store_fencer_pids(&lock->row_tid);
+	foreach(lc, pids)
+	{
+		int			pid = lfirst_int(lc);
+
+		ereport(LOG,
+				(errmsg("lockq is terminating process %d: its transaction has held back the hand-off of lock \"%s\" for longer than lockq.fence_timeout",
+						pid, lock->lock_id)));
+		(void) kill(pid, SIGTERM);
+	}
+	list_free(pids);
+	lq_timer_arm(&lock->lease, now + USECS_PER_SEC);
+}
+
+/*
  * lq_finish_end completes an ending grant: deletes its row and hands the
  * lock to the head of the queue.  If a fenced transaction holds the row
  * (lockq_holds took KEY SHARE), the row stays, with its lease cut to the end
@@ -820,9 +883,7 @@ lq_finish_end(LqLock *lock, int64 now)
 			if (!lock->in_deferred)
 			{
 				lq_outbox_grant_ended(lock->token, lock->expires);
-				dlist_push_tail(&lq_deferred, &lock->deferred_node);
-				lock->in_deferred = true;
-				lq_stat_add(LQ_STAT_DEFERRED_HANDOFFS, 1);
+				lq_defer_handoff(lock, true);
 			}
 			return;
 		}
@@ -838,9 +899,7 @@ lq_finish_end(LqLock *lock, int64 now)
 
 			lq_owner_row(lock, &row);
 			lq_store_owner_update(&lock->row_tid, &row);
-			dlist_push_tail(&lq_deferred, &lock->deferred_node);
-			lock->in_deferred = true;
-			lq_stat_add(LQ_STAT_DEFERRED_HANDOFFS, 1);
+			lq_defer_handoff(lock, true);
 		}
 		return;
 	}
@@ -849,6 +908,7 @@ lq_finish_end(LqLock *lock, int64 now)
 	{
 		dlist_delete(&lock->deferred_node);
 		lock->in_deferred = false;
+		lq_timer_disarm(&lock->lease);
 	}
 	lock->held = false;
 	lock->ending = false;
@@ -970,7 +1030,7 @@ lq_answer_holder(int slotno, uint64 reqid, const LqRequest *req,
 		lq_reply_forbidden(slotno, reqid, req);
 	else
 	{
-		lq_set_lease(lock, Max(lock->expires, now + (ttl > 0 ? ttl : lock->ttl)));
+		lq_set_lease(lock, Max(lock->expires, now + (ttl > 0 ? ttl : lq_own_ttl(lock))));
 		lq_reply(slotno, reqid, LQ_ST_GRANTED, lock->token, false);
 	}
 	return true;
@@ -1116,7 +1176,7 @@ lq_apply_renew(int slotno, uint64 reqid, const LqRequest *req, int64 now)
 		lq_reply_forbidden(slotno, reqid, req);
 	else if (lq_holder_is(lock, req->owner) && lq_token_matches(req, lock))
 	{
-		lq_set_lease(lock, now + (req->has_ttl ? req->ttl_us : lock->ttl));
+		lq_set_lease(lock, now + (req->has_ttl ? req->ttl_us : lq_own_ttl(lock)));
 		lq_reply(slotno, reqid, LQ_ST_TRUE, 0, false);
 	}
 	else
@@ -1451,7 +1511,9 @@ lq_fire_timer(LqTimer *t, int64 now)
 		LqLock	   *lock = (LqLock *) ((char *) t - offsetof(LqLock, lease));
 
 		/* a grant its holder released already ends with that */
-		if (lock->held && !lock->ending && !lq_released_by_holder(lock))
+		if (lock->in_deferred)
+			lq_end_fences(lock, now);
+		else if (lock->held && !lock->ending && !lq_released_by_holder(lock))
 			lq_end_grant(lock, LQ_END_EXPIRE, now);
 	}
 	else if (t->kind == LQ_TIMER_DELAY)
@@ -1727,8 +1789,7 @@ lq_load_session_grants(LqLoad *load)
 		if (g->end == LQ_GRANT_ENDED)
 		{
 			lock->ending = true;
-			dlist_push_tail(&lq_deferred, &lock->deferred_node);
-			lock->in_deferred = true;
+			lq_defer_handoff(lock, false);
 			continue;
 		}
 		lq_timer_arm(&lock->lease, lock->expires);

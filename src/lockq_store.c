@@ -30,6 +30,7 @@
 
 #include "access/genam.h"
 #include "access/heapam.h"
+#include "access/multixact.h"
 #include "access/htup_details.h"
 #include "access/skey.h"
 #include "access/stratnum.h"
@@ -44,7 +45,9 @@
 #include "executor/spi.h"
 #include "executor/tuptable.h"
 #include "miscadmin.h"
+#include "storage/bufmgr.h"
 #include "storage/lmgr.h"
+#include "storage/procarray.h"
 #include "storage/lock.h"
 #include "storage/proc.h"
 #include "storage/sinvaladt.h"
@@ -61,11 +64,9 @@
 
 /* Attribute numbers of lockq.owners, in table order. */
 #define OWN_LOCK_ID			1
-#define OWN_OWNER			2
 #define OWN_TOKEN			3
-#define OWN_TTL				4
-#define OWN_ACQUIRED		5
 #define OWN_EXPIRES			6
+#define OWN_ROLE			7
 #define OWN_NATTS			8
 #define QUE_NATTS			7
 #define UNS_NATTS			6
@@ -765,12 +766,16 @@ lq_owner_row_is_current(TupleTableSlot *slot, const char *lock_id,
  * run out, takes a KEY SHARE row lock on the newest version and checks
  * again.  The row lock lasts until the caller's transaction ends and blocks
  * the worker's DELETE of the row, so the lock cannot be handed to anyone
- * else meanwhile.  Renewals change no key column (the key is the token)
- * and pass.  Bypasses table privileges: the caller learns only true or
- * false.
+ * else meanwhile (the fence).  Renewals change no key column (the key is
+ * the token) and pass.  Only the grant's own role (or an administrator)
+ * may hold a hand-off back: for any other role the answer is given without
+ * the row lock.  Bypasses table privileges: the caller learns only true or
+ * false.  Returns 0 (not current), 1 (current, fenced) or 2 (current, not
+ * fenced).
  */
-bool
-lq_store_holds(const char *lock_id, int64 token, int64 now)
+int
+lq_store_holds(const char *lock_id, int64 token, int64 now, Oid role,
+			   bool admin)
 {
 	Relation	rel;
 	Relation	irel;
@@ -778,7 +783,7 @@ lq_store_holds(const char *lock_id, int64 token, int64 now)
 	IndexScanDesc scan;
 	TupleTableSlot *slot;
 	ScanKeyData key;
-	bool		result = false;
+	int			result = 0;
 	Oid			nsp;
 	Oid			relid;
 	Oid			indexid;
@@ -808,15 +813,21 @@ lq_store_holds(const char *lock_id, int64 token, int64 now)
 		ItemPointerData tid = slot->tts_tid;
 		TM_FailureData tmfd;
 		TM_Result	res;
+		bool		isnull;
+		Oid			grant_role = DatumGetObjectId(slot_getattr(slot, OWN_ROLE, &isnull));
 
-		LQ_FAULT("holds-before-lock");
-
-		res = table_tuple_lock(rel, &tid, snapshot, slot,
-							   GetCurrentCommandId(true),
-							   LockTupleKeyShare, LockWaitBlock,
-							   TUPLE_LOCK_FLAG_FIND_LAST_VERSION, &tmfd);
-		if (res == TM_Ok)
-			result = lq_owner_row_is_current(slot, lock_id, token, now);
+		if (grant_role != role && !admin)
+			result = 2;
+		else
+		{
+			LQ_FAULT("holds-before-lock");
+			res = table_tuple_lock(rel, &tid, snapshot, slot,
+								   GetCurrentCommandId(true),
+								   LockTupleKeyShare, LockWaitBlock,
+								   TUPLE_LOCK_FLAG_FIND_LAST_VERSION, &tmfd);
+			if (res == TM_Ok && lq_owner_row_is_current(slot, lock_id, token, now))
+				result = 1;
+		}
 	}
 
 	index_endscan(scan);
@@ -827,4 +838,57 @@ lq_store_holds(const char *lock_id, int64 token, int64 now)
 	table_close(rel, NoLock);
 
 	return result;
+}
+
+/*
+ * lq_store_fencer_pids lists the pids of the backends whose transactions
+ * hold the row at tid locked (fenced, see lq_store_holds): its locker, or
+ * the members of its multixact, that are still running.  Worker only, in a
+ * batch.
+ */
+List *
+lq_store_fencer_pids(ItemPointer tid)
+{
+	Buffer		buf;
+	HeapTupleData tup;
+	TransactionId xmax;
+	uint16		infomask;
+	List	   *pids = NIL;
+
+	lq_open_owners();
+	tup.t_self = *tid;
+	if (!heap_fetch(lq_owners, SnapshotAny, &tup, &buf, false))
+		return NIL;
+	LockBuffer(buf, BUFFER_LOCK_SHARE);
+	xmax = HeapTupleHeaderGetRawXmax(tup.t_data);
+	infomask = tup.t_data->t_infomask;
+	LockBuffer(buf, BUFFER_LOCK_UNLOCK);
+	ReleaseBuffer(buf);
+
+	if (infomask & HEAP_XMAX_INVALID)
+		return NIL;
+	if (infomask & HEAP_XMAX_IS_MULTI)
+	{
+		MultiXactMember *members;
+		int			n = GetMultiXactIdMembers(xmax, &members, false, false);
+		int			i;
+
+		for (i = 0; i < n; i++)
+		{
+			int			pid = BackendXidGetPid(members[i].xid);
+
+			if (pid != 0)
+				pids = lappend_int(pids, pid);
+		}
+		if (n > 0)
+			pfree(members);
+	}
+	else
+	{
+		int			pid = BackendXidGetPid(xmax);
+
+		if (pid != 0)
+			pids = lappend_int(pids, pid);
+	}
+	return pids;
 }

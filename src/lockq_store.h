@@ -14,6 +14,7 @@
 #define LOCKQ_STORE_H
 
 #include "lockq.h"
+#include "nodes/pg_list.h"
 #include "storage/itemptr.h"
 
 /* One row of lockq.owners. */
@@ -100,6 +101,8 @@ extern void lq_store_load_owners(lq_owner_cb cb, void *arg);
 extern void lq_store_load_queue(lq_queue_cb cb, void *arg);
 
 /* Backend side. */
-extern bool lq_store_holds(const char *lock_id, int64 token, int64 now);
+extern int	lq_store_holds(const char *lock_id, int64 token, int64 now,
+						   Oid role, bool admin);
+extern List *lq_store_fencer_pids(ItemPointer tid);
 
 #endif							/* LOCKQ_STORE_H */

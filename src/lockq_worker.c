@@ -78,8 +78,6 @@
 
 /* How long to wait between retries after a batch failed, at most. */
 #define LQ_MAX_ERROR_BACKOFF_MS		5000
-/* Fallback retry period for hand-offs deferred by fenced transactions. */
-#define LQ_DEFERRED_RETRY_MS		50
 /* Longest sleep when nothing is due. */
 #define LQ_IDLE_SLEEP_MS			10000
 /* While lockq's relations are locked by others: retry and log periods. */
@@ -98,7 +96,8 @@ static bool lq_careful = false; /* after an error: one slot per transaction */
 static int	lq_error_backoff_ms = 0;
 static Oid	lq_ext_oid = InvalidOid;
 static bool lq_ext_recheck = true;	/* see lq_relcache_callback */
-static int64 lq_last_deferred_retry = 0;
+static uint64 lq_fence_gen_seen = 0;	/* LqShared.fence_gen when the
+										 * deferred hand-offs were last tried */
 
 /*
  * Set while a conflicting lock keeps the lock server from locking lockq's
@@ -158,17 +157,16 @@ lq_refuse_blocked(int slotno, uint64 reqid)
 {
 	LqResult	res;
 	char	   *rel = get_rel_name(lq_blocked->relid);
+	char		hint[512];
 
-	memset(&res, 0, sizeof(res));
-	res.status = LQ_ST_ERROR;
-	res.sqlerrcode = ERRCODE_LOCK_NOT_AVAILABLE;
-	snprintf(res.message, sizeof(res.message),
-			 "lockq lock server could not lock its tables within lockq.table_lock_timeout");
-	snprintf(res.hint, sizeof(res.hint),
+	snprintf(hint, sizeof(hint),
 			 "Relation \"%s.%s\" is locked by %s %d; lockq serves no request that could write its tables until that lock is released.",
 			 LQ_SCHEMA, rel ? rel : "?",
 			 lq_blocked->holder ? "process" : "another transaction,",
 			 lq_blocked->holder);
+	lq_result_error(&res, ERRCODE_LOCK_NOT_AVAILABLE,
+					"lockq lock server could not lock its tables within lockq.table_lock_timeout",
+					hint);
 	lq_outbox_reply(slotno, reqid, &res);
 }
 
@@ -332,6 +330,7 @@ static void
 lq_fail_slot(int slotno, int sqlerrcode, const char *message)
 {
 	LqSlot	   *slot;
+	LqResult	res;
 	int			procno = -1;
 	bool		freed = false;
 
@@ -341,6 +340,7 @@ lq_fail_slot(int slotno, int sqlerrcode, const char *message)
 		return;
 	}
 	slot = &lq_slots[slotno];
+	lq_result_error(&res, sqlerrcode, message, NULL);
 
 	SpinLockAcquire(&slot->mutex);
 	if (slot->session_ended)
@@ -359,10 +359,7 @@ lq_fail_slot(int slotno, int sqlerrcode, const char *message)
 	}
 	else if (slot->state == LQ_SLOT_PENDING || slot->state == LQ_SLOT_ACTIVE)
 	{
-		memset(&slot->res, 0, sizeof(LqResult));
-		slot->res.status = LQ_ST_ERROR;
-		slot->res.sqlerrcode = sqlerrcode;
-		strlcpy(slot->res.message, message, sizeof(slot->res.message));
+		slot->res = res;
 		slot->state = LQ_SLOT_DONE;
 		procno = slot->pgprocno;
 	}
@@ -853,7 +850,7 @@ lq_recover(void)
 
 	if (failed)
 	{
-		char		msg[LQ_ERRMSG_LEN];
+		char		msg[1024];
 
 		/*
 		 * Nobody may wait for a state that cannot be loaded: everything in
@@ -946,6 +943,7 @@ lq_batch(void)
 	int64		now;
 	int64		due;
 	bool		retry_deferred;
+	uint64		fence_gen;
 	List	   *slots = NIL;
 	ListCell   *lc;
 	volatile bool failed = false;
@@ -955,8 +953,13 @@ lq_batch(void)
 	n = lq_ring_drain(lq_ring_buf, lockq_batch_size, &overflow);
 	now = lq_clock_peek();
 	due = lq_next_deadline();
-	retry_deferred = lq_state_has_deferred() &&
-		(n > 0 || now - lq_last_deferred_retry >= LQ_DEFERRED_RETRY_MS * 1000);
+	/*
+	 * Hand-offs held back by fenced transactions are tried again only when
+	 * such a transaction has ended since the last try (lq_end_fences in
+	 * lockq_api.c): while nothing changes they cost nothing.
+	 */
+	fence_gen = pg_atomic_read_u64(&lq_shared->fence_gen);
+	retry_deferred = lq_state_has_deferred() && fence_gen != lq_fence_gen_seen;
 
 	if (n == 0 && !overflow && lq_recheck == NIL &&
 		!(due > 0 && due <= now) && !retry_deferred && lq_blocked == NULL)
@@ -1003,10 +1006,10 @@ lq_batch(void)
 					LQ_FAULT("batch-apply");
 				}
 				lq_state_run_timers(now);
-				if (lq_state_has_deferred())
+				if (retry_deferred)
 				{
 					lq_state_retry_deferred(now);
-					lq_last_deferred_retry = now;
+					lq_fence_gen_seen = fence_gen;
 				}
 				lq_ledger_settle_markers(now);
 			}
@@ -1146,8 +1149,6 @@ lq_cycle(void)
 	due = lq_next_deadline();
 	if (due > 0)
 		sleep_ms = Min(sleep_ms, Max(0, (due - now + 999) / 1000));
-	if (lq_state_has_deferred())
-		sleep_ms = Min(sleep_ms, LQ_DEFERRED_RETRY_MS);
 	if (lq_recheck != NIL)
 		sleep_ms = 0;
 	/* blocked: what is due must wait; try again soon, not at once */

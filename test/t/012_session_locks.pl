@@ -110,7 +110,7 @@ $w2->quit;
 my $t3 = $holder->query_safe("SELECT lockq_try('P')");
 ($ret, $out, $err) = $node->psql('postgres',
 	"BEGIN; SELECT lockq_holds('P', $t3); PREPARE TRANSACTION 'lq';");
-like($err, qr/ERROR:  cannot prepare a transaction that called lockq_holds on a session-bound lock/,
+like($err, qr/ERROR:  cannot prepare a transaction that is fenced by lockq_holds/,
 	'a transaction fenced on a session-bound lock cannot be prepared');
 is(scalar_query($node, 'SELECT count(*) FROM pg_prepared_xacts'), '0', 'nothing was prepared');
 is($holder->query_safe("SELECT lockq_release('P')"), 't',
@@ -118,8 +118,9 @@ is($holder->query_safe("SELECT lockq_release('P')"), 't',
 my $t4 = scalar_query($node, "SELECT lockq_try('P2', 'owner')");
 ($ret, $out, $err) = $node->psql('postgres',
 	"BEGIN; SELECT lockq_holds('P2', $t4); PREPARE TRANSACTION 'lq2';");
-is($ret, 0, 'a transaction fenced on a grant with an owner can be prepared');
-$node->safe_psql('postgres', "COMMIT PREPARED 'lq2'");
+like($err, qr/ERROR:  cannot prepare a transaction that is fenced by lockq_holds/,
+	'nor one fenced on a grant with an owner: a fence must end with its session');
+is(scalar_query($node, 'SELECT count(*) FROM pg_prepared_xacts'), '0', 'nothing was prepared');
 $holder->quit;
 $fenced->quit;
 
