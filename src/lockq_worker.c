@@ -108,6 +108,7 @@ static LqLockFailure lq_blocked_data;
 static TimestampTz lq_blocked_logged = 0;
 
 static void lq_handle_entry(LqEntry entry, int64 now);
+static void lq_handle_quick_all(int slotno, int64 now);
 static void lq_set_blocked(bool blocked);
 static int64 lq_next_deadline(void);
 
@@ -199,6 +200,19 @@ lq_handle_slot(int slotno, int64 now)
 	if (lq_outbox_answered(slotno))
 		return;					/* answered in this batch; rechecked later */
 
+	/*
+	 * The slot's quick releases were made before its current request (a
+	 * session releases quickly only while it has none in flight), so they
+	 * go first.  Their own ring entries usually see to that, but not when
+	 * this entry is stale: one whose request was answered from the slots in
+	 * flight (lq_recover_state, lq_careful_step) while it stayed in the
+	 * ring, and which now finds the session's next request.  Applied here
+	 * out of turn, that request would find the released lock still held by
+	 * its session and get the ended grant's token back.
+	 */
+	if (lq_blocked == NULL)
+		lq_handle_quick_all(slotno, now);
+
 	SpinLockAcquire(&slot->mutex);
 	state = slot->state;
 	cancel = slot->cancel_requested;
@@ -280,6 +294,28 @@ lq_handle_quick(int slotno, int64 now)
 	lq_stat_add(LQ_STAT_REQUESTS, 1);
 	lq_state_quick_release(token, now);
 	lq_outbox_quick_done(slotno);
+}
+
+/*
+ * lq_handle_quick_all applies every quick release of a slot not applied in
+ * this batch yet, oldest first.
+ */
+static void
+lq_handle_quick_all(int slotno, int64 now)
+{
+	LqSlot	   *slot = &lq_slots[slotno];
+
+	for (;;)
+	{
+		int			nquick;
+
+		SpinLockAcquire(&slot->mutex);
+		nquick = slot->nquick;
+		SpinLockRelease(&slot->mutex);
+		if (lq_outbox_quick_taken(slotno) >= nquick)
+			break;
+		lq_handle_quick(slotno, now);
+	}
 }
 
 /*

@@ -6,7 +6,11 @@
 #   - a lock server that cannot load its state answers requests with the
 #     error instead of leaving them waiting;
 #   - the extension dropped while a quick release is queued: the release is
-#     dropped cleanly, the slot stays usable.
+#     dropped cleanly, the slot stays usable;
+#   - a request answered while the lock server rebuilt its state leaves a
+#     stale entry in the arrival ring; the session's quick release and next
+#     request, made before that entry is handled, are applied in their
+#     order (the next lockq_get gets a new grant, not the ended one).
 use strict;
 use warnings;
 
@@ -123,6 +127,43 @@ fault_functions($node);
 	$s->quit;
 	ok(!$node->log_contains('stuck spinlock|PANIC|out of range'),
 		'no stray shared-memory access');
+}
+
+# --- a stale ring entry, a quick release, and the next request --------------
+{
+	# the next lock server waits before it loads its state: a lockq_get sent
+	# meanwhile is answered from the slots in flight, its ring entry stays
+	$node->safe_psql('postgres', "SELECT lockq_fault_arm('recover-start', 'wait')");
+	my $old = worker_pid($node);
+	$node->safe_psql('postgres', "SELECT pg_terminate_backend($old)");
+	ok(fault_fired($node, 'recover-start'), 'the new lock server waits before loading');
+	my $s = start_waiter($node, 'stale', "SELECT 'first:' || lockq_get('stale', NULL, '1 min');");
+	ok( $node->poll_query_until('postgres',
+			q{SELECT wait_event_type = 'Extension' FROM pg_stat_activity WHERE application_name = 'stale'}),
+		'a lockq_get waits for it');
+	# its first batch, which has that entry, waits too
+	$node->safe_psql('postgres', "SELECT lockq_fault_arm('batch-start', 'wait')");
+	$node->safe_psql('postgres', "SELECT lockq_fault_wakeup('recover-start')");
+	my $t1 = waiter_result($s, qr/first:(\d+)/);
+	ok($t1 > 0, 'the lockq_get is granted while the state is rebuilt');
+	ok(fault_fired($node, 'batch-start'), 'the next batch holds the stale entry');
+	# meanwhile the session releases (quickly: no answer needed) and asks again
+	$s->{stdout} = '';
+	$s->{stdin} .= "SELECT 'released:' || lockq_release('stale');\n"
+	  . "SELECT 'second:' || lockq_get('stale', NULL, '1 min');\n";
+	$s->{run}->pump_nb();
+	is(waiter_result($s, qr/(released:[tf])/), 'released:t', 'the session releases the lock');
+	ok( $node->poll_query_until('postgres',
+			q{SELECT wait_event_type = 'Extension' AND query LIKE '%second%'
+			    FROM pg_stat_activity WHERE application_name = 'stale'}),
+		'and asks for it again');
+	$node->safe_psql('postgres', "SELECT lockq_fault_wakeup('batch-start')");
+	my $t2 = waiter_result($s, qr/second:(\d+)/);
+	cmp_ok($t2, '>', $t1, 'the second lockq_get gets a new grant, not the released one');
+	is(scalar_query($node, "SELECT lockq_holds('stale', $t1)::text || lockq_holds('stale', $t2)::text"),
+		'falsetrue', 'the released grant stays ended; the new one holds');
+	$s->quit;
+	$node->safe_psql('postgres', 'SELECT lockq_fault_disarm()');
 }
 
 $node->stop;

@@ -267,7 +267,6 @@ sub inject
 			return "$name:$action on the recovery path (lockq.fault_points), crash";
 		}
 		my $a = $then eq 'fire' ? $action : 'wait';
-		my $before_start = $node->safe_psql('postgres', 'SELECT pg_postmaster_start_time()');
 		my ($okay, $out, $err) =
 		  sql_ok("SELECT lockq_fault_arm('$name', '$a', $arg, $skip, 1)");
 		if (!$okay)
@@ -277,11 +276,12 @@ sub inject
 		}
 		if ($then eq 'fire' && $a eq 'panic')
 		{
-			# a panic restarts the whole server, and the new shared memory
-			# has no record of the point: wait for the restart instead
+			# a panic restarts the whole server (the same postmaster: its
+			# start time stays), and the new shared memory has no record of
+			# the point: wait until the point is gone
 			local $PostgreSQL::Test::Utils::timeout_default = 20;
 			if (!$node->poll_query_until('postgres',
-					"SELECT pg_postmaster_start_time() > '$before_start'"))
+					"SELECT NOT EXISTS (SELECT FROM lockq_faults() WHERE name = '$name')"))
 			{
 				note("$name:panic did not fire; disarmed");
 				sql_ok("SELECT lockq_fault_disarm('$name')");
