@@ -19,13 +19,13 @@
 EXTENSION = lockq
 MODULE_big = lockq
 OBJS = src/lockq.o src/lockq_api.o src/lockq_clock.o src/lockq_fault.o \
-	   src/lockq_grants.o src/lockq_ledger.o src/lockq_outbox.o src/lockq_shmem.o \
-	   src/lockq_state.o src/lockq_statefile.o src/lockq_store.o src/lockq_views.o \
-	   src/lockq_worker.o
+	   src/lockq_grants.o src/lockq_ledger.o src/lockq_outbox.o src/lockq_policy.o \
+	   src/lockq_shmem.o src/lockq_state.o src/lockq_statefile.o src/lockq_store.o \
+	   src/lockq_views.o src/lockq_worker.o
 DATA = $(wildcard sql/lockq--*.sql)
 PGFILEDESC = "lockq - fair, durable, lease-based locks"
 
-REGRESS = lockq_setup lockq_basic lockq_errors lockq_client lockq_views \
+REGRESS = lockq_setup lockq_basic lockq_errors lockq_client lockq_views lockq_policy \
 	  lockq_session lockq_security
 REGRESS_OPTS = --temp-instance=./tmp_check --temp-config=test/regress.conf
 

@@ -38,7 +38,8 @@ cleanup() {
 trap cleanup EXIT
 
 lq_log "starting a temporary cluster in $DIR"
-lq_start_cluster "$DIR" "$DIR/data" "$PORT" "max_connections = 300"
+lq_start_cluster "$DIR" "$DIR/data" "$PORT" "max_connections = 300
+search_path = '\"\$user\", public, lockq'"
 as_user "$PGBIN/psql" -X -q -h "$DIR" -p "$PORT" -U postgres -d postgres \
 	-c "CREATE EXTENSION lockq"
 

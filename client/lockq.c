@@ -47,6 +47,7 @@
 #include <libpq-fe.h>
 
 #include "lockq_client.h"
+#include "lockq_client_int.h"
 
 /* Exit codes (documented in the README and in --help). */
 #define EXIT_NOT_HELD		1		/* release: the owner did not hold it;
@@ -864,9 +865,7 @@ pg_connect(const char *conninfo, char **schema)
 		exit(EXIT_CONNECTION);
 	}
 	res = PQexecParams(pg, "SELECT pg_catalog.set_config('search_path', '', false),"
-					   " (SELECT n.nspname FROM pg_catalog.pg_extension e"
-					   "   JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) e.extnamespace"
-					   "  WHERE e.extname OPERATOR(pg_catalog.=) 'lockq'),"
+					   " " LOCKQC_SCHEMA_SQL ","
 					   " pg_catalog.current_setting('lockq.database', true),"
 					   " pg_catalog.current_database()",
 					   0, NULL, NULL, NULL, NULL, 0);

@@ -1351,10 +1351,8 @@ lqc_send_job(lockqc_conn *c, int job, lockqc_handle *h)
 	if (job == JOB_SETUP)
 	{
 		lqc_send(c, job, NULL,
-				 "SELECT pg_catalog.set_config('search_path', '', false),"
-				 " (SELECT n.nspname FROM pg_catalog.pg_extension e"
-				 "   JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) e.extnamespace"
-				 "  WHERE e.extname OPERATOR(pg_catalog.=) 'lockq')",
+				 "SELECT pg_catalog.set_config('search_path', '', false), "
+				 LOCKQC_SCHEMA_SQL,
 				 0, NULL);
 		return;
 	}

@@ -1,8 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * lockq_client_int.h
- *		liblockq internals shared with its tests and fuzzers: parsing of
- *		the lock server's NOTIFY payloads.
+ *		liblockq internals shared with its tests, fuzzers and the lockq
+ *		command: parsing of the lock server's NOTIFY payloads, and how a
+ *		client finds lockq's functions.
  *
  * Copyright (c) 2026, lockq developers
  *
@@ -16,6 +17,25 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+/*
+ * LOCKQC_SCHEMA_SQL: the schema of lockq's functions (a text column, NULL
+ * when the extension is not installed).  1.1 keeps them in the schema
+ * lockq; 1.0 in the schema it was created in (pg_extension.extnamespace),
+ * so ask where lockq_get is.  Every name is qualified and every operator
+ * spelled OPERATOR(pg_catalog.=): nothing on the search_path can step in.
+ */
+#define LOCKQC_SCHEMA_SQL \
+	"(SELECT n.nspname FROM pg_catalog.pg_extension e" \
+	"   JOIN pg_catalog.pg_depend d" \
+	"     ON d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass" \
+	"    AND d.refobjid OPERATOR(pg_catalog.=) e.oid" \
+	"    AND d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass" \
+	"    AND d.deptype OPERATOR(pg_catalog.=) 'e'" \
+	"   JOIN pg_catalog.pg_proc p ON p.oid OPERATOR(pg_catalog.=) d.objid" \
+	"   JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) p.pronamespace" \
+	"  WHERE e.extname OPERATOR(pg_catalog.=) 'lockq'" \
+	"    AND p.proname OPERATOR(pg_catalog.=) 'lockq_get')"
 
 typedef enum lockqc_event
 {

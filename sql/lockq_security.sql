@@ -87,6 +87,47 @@ SET ROLE lq_carol;
 SELECT lockq_release('sec-4', 'a4') AS after_grant;
 RESET ROLE;
 
+-- Overloading: a role that may create a function in any schema on the
+-- caller's search_path can catch unqualified calls whose arguments match
+-- its function better, e.g. an integer literal token: bob plants
+-- lockq_release(text, text, integer) in a schema he owns, after public.
+-- lockq's functions live in the schema lockq, where nobody else can
+-- create anything: qualified calls (README.md) always reach them.
+CREATE SCHEMA lq_bobs AUTHORIZATION lq_bob;
+SET ROLE lq_bob;
+GRANT USAGE ON SCHEMA lq_bobs TO PUBLIC;
+CREATE FUNCTION lq_bobs.lockq_release(lock_id text, owner text, token integer)
+RETURNS boolean LANGUAGE sql AS $$ SELECT true $$;
+RESET ROLE;
+SET ROLE lq_alice;
+SELECT lq_err($$CREATE FUNCTION lockq.lockq_release(lock_id text, owner text, token integer)
+	RETURNS boolean LANGUAGE sql AS 'SELECT false'$$) AS alice_cannot_plant;
+SELECT lockq_try('sec-5', 'a5', '1 hour') AS tok5 \gset
+SET search_path = public, lq_bobs, lockq;
+-- unqualified, with an integer literal: bob's function answers, and lies
+SELECT lockq_release('sec-5', 'a5', :tok5) AS unqualified_int_literal;
+SELECT count(*) AS still_held FROM lockq.lockq_locks WHERE lock_id = 'sec-5';
+-- qualified: lockq's own, whatever the search_path
+SELECT lockq.lockq_release('sec-5', 'a5', 1) AS qualified_wrong_token;
+SELECT lockq.lockq_release('sec-5', 'a5', :tok5) AS qualified_released;
+SELECT count(*) AS not_held FROM lockq.lockq_locks WHERE lock_id = 'sec-5';
+RESET search_path;
+RESET ROLE;
+DROP SCHEMA lq_bobs CASCADE;
+
+-- Error messages are cut on a character boundary: an owner of 255 bytes
+-- in a two-byte script makes the message longer than the lock server's
+-- answer can carry; what reaches the client is valid in its encoding.
+SET ROLE lq_alice;
+SELECT lockq_try('sec-6', 'x' || repeat(U&'\00E9', 127), '1 hour') IS NOT NULL AS alice_takes;
+RESET ROLE;
+SET ROLE lq_bob;
+SELECT r ~ '^42501: owner "x' AS denied, octet_length(r) < 300 AS cut,
+	   convert_to(r, 'LATIN1') IS NOT NULL AS valid
+  FROM lq_err(format('SELECT lockq_release(%L, %L)', 'sec-6', 'x' || repeat(U&'\00E9', 127))) r;
+RESET ROLE;
+SELECT lockq_force_release('sec-6') AS cleaned_up;
+
 DROP ROLE lq_alice;
 DROP ROLE lq_bob;
 DROP ROLE lq_carol;

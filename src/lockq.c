@@ -41,6 +41,11 @@ int			lockq_max_grace = 60;
 int			lockq_session_locks_per_backend = 64;
 int			lockq_table_lock_timeout = 2000;
 int			lockq_fence_timeout = 10000;
+int			lockq_max_owner_locks_per_role = 100000;
+int			lockq_max_waiters_per_role = 10000;
+int			lockq_max_session_locks_per_role = -1;
+int			lockq_max_server_memory = 1024;
+bool		lockq_namespace_privileges = false;
 
 void		_PG_init(void);
 
@@ -98,6 +103,55 @@ _PG_init(void)
 							&lockq_max_grace,
 							60, 0, 3600,
 							PGC_SIGHUP, GUC_UNIT_S,
+							NULL, NULL, NULL);
+
+	/*
+	 * Superusers only: in postgresql.conf for the whole cluster, or per
+	 * database or role (ALTER DATABASE ... SET).  Ordinary roles can neither
+	 * turn it off for themselves nor pass it in their connection options.
+	 */
+	DefineCustomBoolVariable("lockq.namespace_privileges",
+							 "Lets a role use only lock ids under prefixes granted to it.",
+							 "Members of lockq_admin grant prefixes with lockq.lockq_grant(prefix, role).",
+							 &lockq_namespace_privileges,
+							 false,
+							 PGC_SUSET, 0,
+							 NULL, NULL, NULL);
+
+	/*
+	 * Per-role limits, for every role that lockq.role_limits does not set
+	 * otherwise (see lockq_policy.c).
+	 */
+	DefineCustomIntVariable("lockq.max_owner_locks_per_role",
+							"Sets the most locks with an owner one role may hold at once.",
+							"A grant to a waiter that queued before the limit was reached is not refused.",
+							&lockq_max_owner_locks_per_role,
+							100000, 0, INT_MAX,
+							PGC_SIGHUP, 0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("lockq.max_waiters_per_role",
+							"Sets the most waiters one role may have queued at once, over all locks.",
+							NULL,
+							&lockq_max_waiters_per_role,
+							10000, 0, INT_MAX,
+							PGC_SIGHUP, 0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("lockq.max_session_locks_per_role",
+							"Sets the most session-bound locks one role may hold at once.",
+							"-1: a quarter of the room for them (lockq.session_locks_per_backend times max backends).",
+							&lockq_max_session_locks_per_role,
+							-1, -1, INT_MAX,
+							PGC_SIGHUP, 0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("lockq.max_server_memory",
+							"Sets the most memory the lock server's lock state may use.",
+							"Requests that would add a lock or a waiter are refused beyond it.",
+							&lockq_max_server_memory,
+							1024, 16, INT_MAX / 2,
+							PGC_SIGHUP, GUC_UNIT_MB,
 							NULL, NULL, NULL);
 
 	DefineCustomIntVariable("lockq.fence_timeout",

@@ -121,6 +121,9 @@ typedef struct LqRequest
 	Oid			role;			/* role that made the request */
 	bool		admin;			/* role is a member of lockq_admin (or a
 								 * superuser): may act for any owner */
+	int32		max_owner_locks;	/* the limits that apply to role, as */
+	int32		max_waiters;	/* the requesting session sees them */
+	int32		max_session_locks;	/* (lockq.max_*_per_role) */
 	char		lock_id[LQ_MAX_ID_LEN + 1];
 	char		owner[LQ_MAX_OWNER_LEN + 1];
 	char		channel[LQ_MAX_CHANNEL_LEN + 1];
@@ -322,6 +325,7 @@ typedef struct LqShared
 	pg_atomic_uint64 holders;
 	pg_atomic_uint64 waiters;
 	pg_atomic_uint64 delayed;	/* locks delayed after a restart */
+	pg_atomic_uint64 state_bytes;	/* memory the lock server's state holds */
 	pg_atomic_uint64 fence_gen; /* bumped when a fenced transaction ends */
 	pg_atomic_uint64 delay_max; /* the latest end of such a delay (0: none) */
 
@@ -371,6 +375,11 @@ extern int	lockq_batch_size;
 extern int	lockq_session_locks_per_backend;
 extern int	lockq_table_lock_timeout;	/* milliseconds */
 extern int	lockq_fence_timeout;	/* milliseconds */
+extern int	lockq_max_owner_locks_per_role;
+extern int	lockq_max_waiters_per_role;
+extern int	lockq_max_session_locks_per_role;
+extern int	lockq_max_server_memory;	/* megabytes */
+extern bool lockq_namespace_privileges;
 
 /* lockq_shmem.c */
 extern LqShared *lq_shared;

@@ -45,6 +45,7 @@
 #include "executor/spi.h"
 #include "catalog/pg_type.h"
 #include "lockq_fault.h"
+#include "lockq_policy.h"
 #include "lockq_statefile.h"
 #include "lockq_store.h"
 
@@ -354,6 +355,12 @@ lq_call(LqRequest *req)
 
 	req->role = GetUserId();
 	req->admin = !req->session_owner && lq_is_admin(req->role);
+	if (req->op == LQ_OP_GET || req->op == LQ_OP_TRY || req->op == LQ_OP_ENQUEUE)
+	{
+		lq_policy_check_use(req->lock_id, req->role,
+							req->admin || lq_is_admin(req->role));
+		lq_policy_limits(req->role, req);
+	}
 	lq_wait_idle(slot);
 
 	SpinLockAcquire(&slot->mutex);
@@ -949,6 +956,12 @@ lockq_holds(PG_FUNCTION_ARGS)
 	now = lq_clock_now_bounded();
 	role = GetUserId();
 	admin = lq_is_admin(role);
+	if (!lq_policy_may_use(lock_id, role, admin))
+	{
+		/* the answer, without a fence: see lq_grants_holds */
+		role = InvalidOid;
+		admin = false;
+	}
 	lq_attach();
 	held = lq_grants_holds(lock_id, token, now, role, admin);
 	if (held == 1)

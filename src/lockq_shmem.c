@@ -119,6 +119,7 @@ lq_shmem_startup(void)
 		pg_atomic_init_u64(&lq_shared->holders, 0);
 		pg_atomic_init_u64(&lq_shared->waiters, 0);
 		pg_atomic_init_u64(&lq_shared->delayed, 0);
+		pg_atomic_init_u64(&lq_shared->state_bytes, 0);
 		pg_atomic_init_u64(&lq_shared->delay_max, 0);
 		pg_atomic_init_u64(&lq_shared->fence_gen, 0);
 		pg_atomic_init_u64(&lq_shared->clock_last, 0);

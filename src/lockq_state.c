@@ -139,6 +139,15 @@ typedef struct LqSession
 	LqWaiter   *waiter;			/* its lockq_get in progress, if queued */
 } LqSession;
 
+/* What one role has in the lock table, for its limits. */
+typedef struct LqRoleUsage
+{
+	Oid			role;			/* hash key, must be first */
+	int			owner_locks;	/* grants with an explicit owner */
+	int			waiters;
+	int			session_locks;	/* session-bound grants */
+} LqRoleUsage;
+
 typedef enum LqEndReason
 {
 	LQ_END_RELEASE,
@@ -159,6 +168,7 @@ static int64 lq_nwaiters = 0;
 static int64 lq_nholders = 0;
 static int	lq_nsession_grants = 0; /* in lockq_grants.c, or about to be */
 static int	lq_ndelayed = 0;	/* locks delayed after a restart */
+static HTAB *lq_roles = NULL;	/* LqRoleUsage by role */
 static int64 lq_delay_max = 0;	/* the latest of their ends */
 
 static void lq_end_grant(LqLock *lock, LqEndReason why, int64 now);
@@ -244,6 +254,13 @@ lq_state_reset(void)
 	lq_waiters = hash_create("lockq waiters", 1024, &ctl,
 							 HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 
+	memset(&ctl, 0, sizeof(ctl));
+	ctl.keysize = sizeof(Oid);
+	ctl.entrysize = sizeof(LqRoleUsage);
+	ctl.hcxt = lq_state_cxt;
+	lq_roles = hash_create("lockq role usage", 64, &ctl,
+						   HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+
 	lq_timers = pairingheap_allocate(lq_timer_cmp, NULL);
 	lq_wait_timers = pairingheap_allocate(lq_timer_cmp, NULL);
 	dlist_init(&lq_deferred);
@@ -270,6 +287,38 @@ lq_state_init(void)
 	lq_state_cxt = AllocSetContextCreate(TopMemoryContext, "lockq state",
 										 ALLOCSET_DEFAULT_SIZES);
 	lq_state_reset();
+}
+
+/*
+ * lq_role_usage returns what role has in the lock table (created empty).
+ */
+static LqRoleUsage *
+lq_role_usage(Oid role)
+{
+	bool		found;
+	LqRoleUsage *u = hash_search(lq_roles, &role, HASH_ENTER, &found);
+
+	if (!found)
+	{
+		u->owner_locks = 0;
+		u->waiters = 0;
+		u->session_locks = 0;
+	}
+	return u;
+}
+
+/*
+ * lq_role_count adds delta to one of role's counts (by its offset in
+ * LqRoleUsage), and forgets a role that has nothing left.
+ */
+static void
+lq_role_count(Oid role, size_t field, int delta)
+{
+	LqRoleUsage *u = lq_role_usage(role);
+
+	*(int *) ((char *) u + field) += delta;
+	if (u->owner_locks == 0 && u->waiters == 0 && u->session_locks == 0)
+		(void) hash_search(lq_roles, &role, HASH_REMOVE, NULL);
 }
 
 static char *
@@ -551,10 +600,12 @@ lq_grant(LqLock *lock, const char *owner, int64 ttl, int64 lease,
 	{
 		lq_publish_session_grant(lock);
 		lq_nsession_grants++;
+		lq_role_count(role, offsetof(LqRoleUsage, session_locks), 1);
 		dlist_push_tail(&lq_sessions[session_slot].held, &lock->session_node);
 	}
 	else
 	{
+		lq_role_count(role, offsetof(LqRoleUsage, owner_locks), 1);
 		lq_owner_row(lock, &row);
 		lq_store_owner_insert(&row, &lock->row_tid);
 		lq_ledger_lease_shown(lock->lock_id, lock->expires, lease, t);
@@ -707,6 +758,7 @@ lq_waiter_create(LqLock *lock, const char *owner, bool client, int64 ts,
 	lq_queue_insert_sorted(lock, w);
 	lock->nwaiters++;
 	lq_nwaiters++;
+	lq_role_count(role, offsetof(LqRoleUsage, waiters), 1);
 
 	if (insert_row)
 		lq_stat_add(LQ_STAT_ENQUEUES, 1);
@@ -743,6 +795,7 @@ lq_waiter_remove(LqWaiter *w, bool delete_row)
 	dlist_delete(&w->node);
 	lock->nwaiters--;
 	lq_nwaiters--;
+	lq_role_count(w->role, offsetof(LqRoleUsage, waiters), -1);
 	lq_timer_disarm(&w->timer);
 	if (!w->client && w->slot >= 0)
 	{
@@ -872,6 +925,8 @@ lq_end_fences(LqLock *lock, int64 now)
 static void
 lq_finish_end(LqLock *lock, int64 now)
 {
+	bool		session_bound = lock->in_shmem;
+
 	if (lock->in_shmem)
 	{
 		uint32		fences;
@@ -915,6 +970,8 @@ lq_finish_end(LqLock *lock, int64 now)
 	lq_strfree(&lock->owner);
 	lq_strfree(&lock->channel);
 	lq_nholders--;
+	lq_role_count(lock->role, session_bound ? offsetof(LqRoleUsage, session_locks) :
+				  offsetof(LqRoleUsage, owner_locks), -1);
 	lq_grant_next(lock, now);
 }
 
@@ -1036,6 +1093,72 @@ lq_answer_holder(int slotno, uint64 reqid, const LqRequest *req,
 	return true;
 }
 
+typedef enum LqLimitKind
+{
+	LQ_LIMIT_GRANT,				/* a new grant, now */
+	LQ_LIMIT_WAIT				/* a new waiter */
+} LqLimitKind;
+
+/*
+ * lq_refuse_over_limit answers a request that would add a grant or a waiter
+ * beyond a limit with an error (true), nothing changed: the role's own
+ * limit (lockq.max_*_per_role, as the requesting session sees it), or the
+ * memory the lock server's state may use (lockq.max_server_memory).  A role
+ * at its limit affects no other role.
+ */
+static bool
+lq_refuse_over_limit(int slotno, uint64 reqid, const LqRequest *req,
+					 LqLimitKind kind)
+{
+	LqRoleUsage *u = hash_search(lq_roles, &req->role, HASH_FIND, NULL);
+	int			have;
+	int			limit;
+	const char *what;
+	const char *setting;
+	char		what_n[128];
+	char		msg[256];
+	char		hint[512];
+
+	if (MemoryContextMemAllocated(lq_state_cxt, true) >
+		(Size) lockq_max_server_memory * 1024 * 1024)
+	{
+		lq_reply_fail(slotno, reqid, ERRCODE_OUT_OF_MEMORY,
+					  "lockq lock server is at its memory limit",
+					  "lockq.max_server_memory limits the memory its locks and waiters may use; wait for some to end, or raise it.");
+		return true;
+	}
+	if (kind == LQ_LIMIT_WAIT)
+	{
+		have = u ? u->waiters : 0;
+		limit = req->max_waiters;
+		what = "has as many waiters queued as its limit allows (%d)";
+		setting = "lockq.max_waiters_per_role";
+	}
+	else if (req->session_owner)
+	{
+		have = u ? u->session_locks : 0;
+		limit = req->max_session_locks;
+		what = "holds as many session-bound locks as its limit allows (%d)";
+		setting = "lockq.max_session_locks_per_role";
+	}
+	else
+	{
+		have = u ? u->owner_locks : 0;
+		limit = req->max_owner_locks;
+		what = "holds as many locks with an owner as its limit allows (%d)";
+		setting = "lockq.max_owner_locks_per_role";
+	}
+	if (have < limit)
+		return false;
+	snprintf(what_n, sizeof(what_n), what, limit);
+	snprintf(msg, sizeof(msg), "this role already %s", what_n);
+	snprintf(hint, sizeof(hint),
+			 "%s sets the limit, unless a member of %s set the role's own with lockq.lockq_set_role_limits().",
+			 setting, LQ_ADMIN_ROLE);
+	lq_reply_fail(slotno, reqid, ERRCODE_CONFIGURATION_LIMIT_EXCEEDED, msg, hint);
+	return true;
+}
+
 /*
  * lq_grant_or_refuse answers an acquisition that would otherwise queue
  * (lockq_get, lockq_enqueue): with a grant if the lock is free and nobody
@@ -1050,7 +1173,8 @@ lq_grant_or_refuse(int slotno, uint64 reqid, const LqRequest *req,
 	{
 		int64		token;
 
-		if (req->session_owner && !lq_session_room(slotno, reqid))
+		if ((req->session_owner && !lq_session_room(slotno, reqid)) ||
+			lq_refuse_over_limit(slotno, reqid, req, LQ_LIMIT_GRANT))
 		{
 			lq_lock_maybe_drop(lock);
 			return true;
@@ -1061,11 +1185,12 @@ lq_grant_or_refuse(int slotno, uint64 reqid, const LqRequest *req,
 	}
 	if (lq_nwaiters >= lockq_max_waiters)
 	{
-		lq_reply_error(slotno, reqid, ERRCODE_INSUFFICIENT_RESOURCES,
-					   "too many lockq waiters");
+		lq_reply_fail(slotno, reqid, ERRCODE_INSUFFICIENT_RESOURCES,
+					  "too many lockq waiters",
+					  "lockq.max_waiters limits the waiters queued at once, over all locks and roles.");
 		return true;
 	}
-	return false;
+	return lq_refuse_over_limit(slotno, reqid, req, LQ_LIMIT_WAIT);
 }
 
 /*
@@ -1124,7 +1249,8 @@ lq_apply_try(int slotno, uint64 reqid, const LqRequest *req, int64 now)
 	{
 		int64		token;
 
-		if (req->session_owner && !lq_session_room(slotno, reqid))
+		if ((req->session_owner && !lq_session_room(slotno, reqid)) ||
+			lq_refuse_over_limit(slotno, reqid, req, LQ_LIMIT_GRANT))
 			return;
 		lock = lq_lock_lookup(req->lock_id, true);
 		token = lq_grant_now(lock, slotno, req, req->ttl_us, true);
@@ -1639,6 +1765,23 @@ lq_state_next_deadline(void)
 	return next;
 }
 
+/*
+ * lq_state_oversized: does the state hold far more memory than what is in
+ * it needs (after a flood of locks or waiters has ended: dynahash never
+ * shrinks, and freed entries stay on its free lists)?  Then rebuilding it
+ * from the tables returns the memory.  Returns the memory it holds, in
+ * *held.
+ */
+bool
+lq_state_oversized(Size *held)
+{
+	Size		live = (Size) (hash_get_num_entries(lq_locks) +
+							   hash_get_num_entries(lq_waiters)) * 2048;
+
+	*held = MemoryContextMemAllocated(lq_state_cxt, true);
+	return *held > (Size) 32 * 1024 * 1024 && live < *held / 4;
+}
+
 void
 lq_state_publish_gauges(void)
 {
@@ -1646,6 +1789,8 @@ lq_state_publish_gauges(void)
 	pg_atomic_write_u64(&lq_shared->waiters, (uint64) lq_nwaiters);
 	pg_atomic_write_u64(&lq_shared->delayed, (uint64) lq_ndelayed);
 	pg_atomic_write_u64(&lq_shared->delay_max, (uint64) lq_delay_max);
+	pg_atomic_write_u64(&lq_shared->state_bytes,
+						(uint64) MemoryContextMemAllocated(lq_state_cxt, true));
 }
 
 /*
@@ -1735,6 +1880,7 @@ lq_load_owner(const LqOwnerRow *row, void *arg)
 	lock->session_start = 0;
 	lock->session_slot = -1;
 	lq_nholders++;
+	lq_role_count(lock->role, offsetof(LqRoleUsage, owner_locks), 1);
 	lq_timer_arm(&lock->lease, lock->expires);
 }
 
@@ -1785,6 +1931,7 @@ lq_load_session_grants(LqLoad *load)
 		lock->session_slot = -1;
 		lq_nholders++;
 		lq_nsession_grants++;
+		lq_role_count(lock->role, offsetof(LqRoleUsage, session_locks), 1);
 
 		if (g->end == LQ_GRANT_ENDED)
 		{

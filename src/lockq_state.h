@@ -36,6 +36,7 @@ extern void lq_state_retry_deferred(int64 now);
 extern int64 lq_state_next_deadline(void);
 extern bool lq_state_has_deferred(void);
 extern void lq_state_publish_gauges(void);
+extern bool lq_state_oversized(Size *held);
 
 
 #endif							/* LOCKQ_STATE_H */

@@ -47,16 +47,21 @@ static const LqStat lq_stat_columns[] = {
 	LQ_STAT_BATCH_ERRORS
 };
 
-/* the counters, holders, waiters, worker_pid, grace_until, delayed_locks */
-#define LQ_STATS_NCOLS (lengthof(lq_stat_columns) + 5)
+/*
+ * the counters, holders, waiters, worker_pid, grace_until, delayed_locks,
+ * state_memory
+ */
+#define LQ_STATS_NCOLS (lengthof(lq_stat_columns) + 6)
 
 /*
  * lockq_stats returns one row: the counters since the server started, the
  * current number of holders and waiters, the worker's pid (NULL when it is
  * not running), the latest end of a lock's delay after a restart
  * (grace_until, NULL when no lock is delayed) and how many locks are
- * delayed.  Counters are per shared-memory lifetime: a crash restart
- * resets them.  (Version 1.0 of the extension declares no delayed_locks.)
+ * delayed, and the memory the lock server's state holds (state_memory,
+ * bytes).  Counters are per shared-memory lifetime: a crash restart resets
+ * them.  (Version 1.0 of the extension declares neither of the last two:
+ * columns a version does not declare are left out.)
  */
 Datum
 lockq_stats(PG_FUNCTION_ARGS)
@@ -72,7 +77,7 @@ lockq_stats(PG_FUNCTION_ARGS)
 	lq_check_available();
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
-	if (tupdesc->natts != LQ_STATS_NCOLS && tupdesc->natts != LQ_STATS_NCOLS - 1)
+	if (tupdesc->natts > LQ_STATS_NCOLS || tupdesc->natts < LQ_STATS_NCOLS - 2)
 		elog(ERROR, "lockq_stats: expected %d columns, got %d",
 			 (int) LQ_STATS_NCOLS, tupdesc->natts);
 
@@ -95,6 +100,7 @@ lockq_stats(PG_FUNCTION_ARGS)
 	else
 		values[n + 3] = TimestampTzGetDatum(lq_us_to_timestamptz(delay_max));
 	values[n + 4] = Int64GetDatum((int64) pg_atomic_read_u64(&lq_shared->delayed));
+	values[n + 5] = Int64GetDatum((int64) pg_atomic_read_u64(&lq_shared->state_bytes));
 
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
 }

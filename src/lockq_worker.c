@@ -48,6 +48,10 @@
  */
 #include "postgres.h"
 
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
+
 #include "access/xact.h"
 #include "access/xlog.h"
 #include "commands/async.h"
@@ -1136,6 +1140,34 @@ lq_set_blocked(bool blocked)
 }
 
 /*
+ * lq_compact_if_oversized rebuilds the state when it holds far more memory
+ * than it needs (lq_state_oversized), at most once a minute.
+ */
+static void
+lq_compact_if_oversized(void)
+{
+	static TimestampTz last = 0;
+	TimestampTz now = GetCurrentTimestamp();
+	Size		before;
+	Size		after;
+
+	if (!TimestampDifferenceExceeds(last, now, 60 * 1000) ||
+		!lq_state_oversized(&before))
+		return;
+	last = now;
+	if (!lq_recover())
+		return;
+#ifdef __GLIBC__
+	/* freed blocks below the top of the heap go back to the system too */
+	(void) malloc_trim(0);
+#endif
+	(void) lq_state_oversized(&after);
+	ereport(LOG,
+			(errmsg("lockq lock server rebuilt its state to return memory: %zu MB before, %zu MB after",
+					before / (1024 * 1024), after / (1024 * 1024))));
+}
+
+/*
  * lq_cycle does all work that is due and returns how long the worker may
  * sleep, in milliseconds.
  */
@@ -1171,6 +1203,13 @@ lq_cycle(void)
 			break;
 		CHECK_FOR_INTERRUPTS();
 	}
+
+	/*
+	 * After a flood of locks or waiters, the memory they took stays with the
+	 * state's hash tables: rebuild the state from the tables, which returns
+	 * it (at most once a minute).
+	 */
+	lq_compact_if_oversized();
 
 	/*
 	 * Report the table statistics (rate-limited by pgstat itself): without

@@ -76,30 +76,30 @@ CREATE EXTENSION lockq;
 CREATE TABLE demo_log (seq serial, lock_id text, client text, token bigint,
 					   granted_at timestamptz DEFAULT clock_timestamp());
 EOF
-poll "SELECT worker_pid IS NOT NULL FROM lockq_stats"
-echo "lock server running, pid $(val 'SELECT worker_pid FROM lockq_stats')"
+poll "SELECT worker_pid IS NOT NULL FROM lockq.lockq_stats"
+echo "lock server running, pid $(val 'SELECT worker_pid FROM lockq.lockq_stats')"
 
 lq_log "1. FIFO: $NCLIENTS clients queue for lock 'demo' behind a holder"
-tok=$(val "SELECT lockq_try('demo', 'holder', '30 s')")
+tok=$(val "SELECT lockq.lockq_try('demo', 'holder', '30 s')")
 echo "holder took 'demo' with token $tok"
 pids=()
 for i in $(seq "$NCLIENTS"); do
 	sql >/dev/null <<EOF &
-SELECT lockq_get('demo', 'client-$i', '30 s') AS tok \gset
+SELECT lockq.lockq_get('demo', 'client-$i', '30 s') AS tok \gset
 INSERT INTO demo_log (lock_id, client, token) VALUES ('demo', 'client-$i', :tok);
 SELECT pg_sleep(0.3);
-SELECT lockq_release('demo', 'client-$i', :tok);
+SELECT lockq.lockq_release('demo', 'client-$i', :tok);
 EOF
 	pids+=($!)
-	poll "SELECT count(*) = $i FROM lockq_waiters WHERE lock_id = 'demo'"
+	poll "SELECT count(*) = $i FROM lockq.lockq_waiters WHERE lock_id = 'demo'"
 	echo "client-$i is waiting"
 done
 echo
-echo "SELECT * FROM lockq_waiters:"
+echo "SELECT * FROM lockq.lockq_waiters:"
 sql -c "SELECT lock_id, owner, position, waiting_since::time(3), kind, session_pid
-		  FROM lockq_waiters"
+		  FROM lockq.lockq_waiters"
 echo "holder releases; each client holds the lock 0.3 s, then releases:"
-val "SELECT lockq_release('demo', 'holder', $tok)" >/dev/null
+val "SELECT lockq.lockq_release('demo', 'holder', $tok)" >/dev/null
 for p in "${pids[@]}"; do wait "$p"; done
 sql -c "SELECT seq, client, token, granted_at::time(3) AS granted_at
 		  FROM demo_log WHERE lock_id = 'demo' ORDER BY seq"
@@ -113,33 +113,33 @@ SELECT CASE WHEN bool_and(client = 'client-' || seq) AND bool_and(token > prev)
 EOF
 
 lq_log "2. lease expiry: a holder with a 2 s lease dies, a waiter takes over"
-tok=$(val "SELECT lockq_try('lease-demo', 'crashed-worker', '2 seconds')")
+tok=$(val "SELECT lockq.lockq_try('lease-demo', 'crashed-worker', '2 seconds')")
 echo "crashed-worker took 'lease-demo' with token $tok and a 2 s lease, and never renews:"
 sql -c "SELECT owner, token, acquired::time(3), expires::time(3), ttl
-		  FROM lockq_locks WHERE lock_id = 'lease-demo'"
-expires=$(val "SELECT expires FROM lockq_locks WHERE lock_id = 'lease-demo'")
+		  FROM lockq.lockq_locks WHERE lock_id = 'lease-demo'"
+expires=$(val "SELECT expires FROM lockq.lockq_locks WHERE lock_id = 'lease-demo'")
 sql >/dev/null <<'EOF' &
-SELECT lockq_get('lease-demo', 'standby-worker', '30 seconds') AS tok \gset
+SELECT lockq.lockq_get('lease-demo', 'standby-worker', '30 seconds') AS tok \gset
 INSERT INTO demo_log (lock_id, client, token) VALUES ('lease-demo', 'standby-worker', :tok);
 EOF
 standby=$!
-poll "SELECT count(*) = 1 FROM lockq_waiters WHERE lock_id = 'lease-demo'"
-echo "standby-worker is blocked in lockq_get at $(val 'SELECT clock_timestamp()::time(3)')" \
+poll "SELECT count(*) = 1 FROM lockq.lockq_waiters WHERE lock_id = 'lease-demo'"
+echo "standby-worker is blocked in lockq.lockq_get at $(val 'SELECT clock_timestamp()::time(3)')" \
 	"(lease ends at $(val "SELECT '$expires'::timestamptz::time(3)")) ..."
 wait "$standby"
 sql -c "SELECT l.owner, l.token, l.acquired::time(3), d.granted_at::time(3) AS got_it_at,
-			   l.expires::time(3), (SELECT count(*) FROM lockq_waiters) AS waiters
-		  FROM lockq_locks l JOIN demo_log d ON d.token = l.token
+			   l.expires::time(3), (SELECT count(*) FROM lockq.lockq_waiters) AS waiters
+		  FROM lockq.lockq_locks l JOIN demo_log d ON d.token = l.token
 		 WHERE l.lock_id = 'lease-demo'"
 val "SELECT format('the lease of token %s ended at %s; standby-worker got the lock %s ms later',
 				  $tok, '$expires'::timestamptz::time(3),
 				  round(extract(epoch FROM acquired - '$expires')::numeric * 1000))
-		FROM lockq_locks WHERE lock_id = 'lease-demo'"
-echo "lockq_holds('lease-demo', $tok) = $(val "SELECT lockq_holds('lease-demo', $tok)")"
+		FROM lockq.lockq_locks WHERE lock_id = 'lease-demo'"
+echo "lockq.lockq_holds('lease-demo', $tok) = $(val "SELECT lockq.lockq_holds('lease-demo', $tok)")"
 
-lq_log "3. lockq_stats"
+lq_log "3. lockq.lockq_stats"
 sql -x -c "SELECT grants, handoffs, releases, expiries, renewals, requests,
-				  batches, holders, waiters, worker_pid FROM lockq_stats"
+				  batches, holders, waiters, worker_pid FROM lockq.lockq_stats"
 
 lq_log "the demo cluster is still running"
 connect="${PSQL[*]:0:9}"

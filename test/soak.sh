@@ -125,7 +125,7 @@ psql_q() {
 }
 
 lq_log "starting a temporary cluster in $DIR"
-lq_start_cluster "$DIR" "$DIR/data" "$PORT"
+lq_start_cluster "$DIR" "$DIR/data" "$PORT" "search_path = '\"\$user\", public, lockq'"
 
 psql_q <<EOSQL
 CREATE EXTENSION lockq;

@@ -51,6 +51,7 @@ lockq.database = 'postgres'
 log_min_messages = info
 log_line_prefix = '%m [%p] %b '
 max_connections = 100
+search_path = '"\$user", public, lockq'
 });
 	$node->append_conf('postgresql.conf', $opts{conf}) if $opts{conf};
 	$node->start unless $opts{no_start};

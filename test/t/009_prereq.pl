@@ -17,14 +17,14 @@ $plain->safe_psql('postgres', 'CREATE EXTENSION lockq');
 for my $call ("lockq_try('x')", "lockq_get('x')", 'lockq_now()', "lockq_holds('x', 1)",
 	'lockq_stats()')
 {
-	my ($ret, $out, $err) = $plain->psql('postgres', "SELECT $call");
+	my ($ret, $out, $err) = $plain->psql('postgres', "SELECT lockq.$call");
 	like($err, qr/ERROR:  lockq must be loaded via "shared_preload_libraries"/,
 		"$call fails without preloading");
 	like($err, qr/HINT:  Add lockq to "shared_preload_libraries"/, "$call gives a hint");
 }
-is($plain->safe_psql('postgres', 'SELECT count(*) FROM lockq_locks'), '0',
+is($plain->safe_psql('postgres', 'SELECT count(*) FROM lockq.lockq_locks'), '0',
 	'the views still work (and are empty)');
-is($plain->safe_psql('postgres', 'SELECT count(*) FROM lockq_waiters'), '0',
+is($plain->safe_psql('postgres', 'SELECT count(*) FROM lockq.lockq_waiters'), '0',
 	'lockq_waiters too');
 $plain->stop;
 
@@ -48,7 +48,7 @@ for my $call ("lockq_try('x')", "lockq_release('replicated', 'svc')", 'lockq_now
 	like($err, qr/ERROR:  lockq is not available during recovery/, "$call fails on the standby");
 	like($err, qr/HINT:  Connect to the primary server\./, "$call hints at the primary");
 }
-is($standby->safe_psql('postgres', 'SELECT count(*) FROM lockq_waiters'), '0',
+is($standby->safe_psql('postgres', 'SELECT count(*) FROM lockq.lockq_waiters'), '0',
 	'lockq_waiters works on the standby (client-side waiters replicate; there are none)');
 is($standby->safe_psql('postgres', "SELECT string_agg(lock_id, ',' ORDER BY lock_id) FROM lockq_locks"),
 	'later,replicated', 'the standby shows the replicated grants');

@@ -40,11 +40,25 @@ my $room = scalar_query($node,
 	"SELECT current_setting('lockq.session_locks_per_backend')::int *
 	        (current_setting('max_connections')::int + current_setting('autovacuum_max_workers')::int + 1 +
 	         current_setting('max_worker_processes')::int + current_setting('max_wal_senders')::int)");
+# one role may take a quarter of the room (lockq.max_session_locks_per_role
+# = -1); then 53400, which names the setting
+my $quarter = int($room / 4);
+my ($ret, $out, $err) = $node->psql('postgres',
+	"SELECT count(lockq_try('quarter' || i)) FROM generate_series(1, $room) i");
+like($err, qr/this role already holds as many session-bound locks as its limit allows \($quarter\)/,
+	"one role gets a quarter of the room ($quarter)");
+like($err, qr/lockq.max_session_locks_per_role/, 'the hint names the setting');
+is(scalar_query($node, "SELECT count(*) FROM lockq_locks WHERE lock_id LIKE 'quarter%'"), '0',
+	'they ended with the session');
+$node->safe_psql('postgres',
+	'ALTER SYSTEM SET lockq.max_session_locks_per_role = 1000000; SELECT pg_reload_conf()');
+ok($node->poll_query_until('postgres', 'SHOW lockq.max_session_locks_per_role', '1000000'),
+	'with lockq.max_session_locks_per_role raised');
 my $sess = $node->background_psql('postgres');
 my $got = $sess->query_safe(
 	"SELECT count(lockq_try('room' || i)) FROM generate_series(1, $room) i");
 is($got, $room, "$room session-bound locks fit (1 per backend, shared)");
-my ($ret, $out, $err) = $node->psql('postgres', "SELECT lockq_try('one-more')");
+($ret, $out, $err) = $node->psql('postgres', "SELECT lockq_try('one-more')");
 like($err, qr/ERROR:  out of shared memory for session-bound locks/,
 	'one more is refused with a clear error');
 like($err, qr/HINT:  Increase "lockq.session_locks_per_backend" \(1\), or take the lock with an owner\./,

@@ -71,12 +71,12 @@ for my $f ([ 'lockq_try', 'text, text, interval', 'bigint' ],
 	push @shadow_sql, qq{
 CREATE FUNCTION evil.$fn($args) RETURNS $res
 	LANGUAGE plpgsql SET search_path = pg_catalog AS \$\$
-	BEGIN PERFORM evil.record('$fn'); RETURN public.$fn($params); END \$\$;};
+	BEGIN PERFORM evil.record('$fn'); RETURN lockq.$fn($params); END \$\$;};
 }
 $node->safe_psql('postgres', join("\n", 'SET ROLE mallory;', @shadow_sql));
 $node->safe_psql('postgres', q{
-ALTER ROLE app SET search_path = evil, pg_catalog, public;
-ALTER DATABASE postgres SET search_path = evil, pg_catalog, public;
+ALTER ROLE app SET search_path = evil, pg_catalog, public, lockq;
+ALTER DATABASE postgres SET search_path = evil, pg_catalog, public, lockq;
 });
 
 # calls(cond) counts the trapped calls matching cond.
@@ -139,7 +139,7 @@ is($? >> 8, 0, 'lockq run as app waited, ran its command and released') or diag(
 ok(-e $flag, 'the command ran');
 IPC::Run::run([ $lockq, 'status', '-d', $app, '--json' ], '>', \$out, '2>', \$err);
 is($? >> 8, 0, 'lockq status as app works') or diag($err);
-$node->safe_psql('postgres', q{SELECT public.lockq_try('rel', 'x', '1 min')},
+$node->safe_psql('postgres', q{SELECT lockq.lockq_try('rel', 'x', '1 min')},
 	extra_params => [ '-U', 'app' ]);
 IPC::Run::run([ $lockq, 'release', '-d', $app, 'rel', '--owner', 'x' ], '>', \$out, '2>', \$err);
 is($? >> 8, 0, 'lockq release as app works') or diag($err);

@@ -65,7 +65,7 @@ fault_functions($node);
 	$node->restart;
 	# our own sessions override the database's settings at connection
 	local $ENV{PGOPTIONS} = '-c statement_timeout=60s -c lock_timeout=0 '
-	  . '-c search_path=public -c default_transaction_read_only=off -c role=none';
+	  . '-c search_path=public,lockq -c default_transaction_read_only=off -c role=none';
 	my $start = time();
 	my ($rc, $out, $err) = $node->psql('postgres',
 		"SELECT lockq_try('db8', 'o8', '1 hour');");
