@@ -12,7 +12,8 @@ on exit.  See the README, "Using lockq from Python / Node / Go".
 
 from ._protocol import (LockCancelled, LockError, LockLost, LockTimeout, Notice,
                         parse_notice)
+from . import aio
 from ._sync import Lease, lock
 
-__all__ = ["lock", "Lease", "LockError", "LockTimeout", "LockCancelled", "LockLost",
+__all__ = ["lock", "aio", "Lease", "LockError", "LockTimeout", "LockCancelled", "LockLost",
            "Notice", "parse_notice"]

@@ -19,8 +19,9 @@ The same state machine as liblockq (client/lockq_client.c):
 Sources:
 
 * a psycopg.Connection in autocommit mode: every statement runs on it, and
-  it LISTENs on a channel of its own for as long as it lives.  Renewals
-  share it with your code: while your statement runs they wait for it.
+  it LISTENs on a channel of its own for as long as it lives; a thread of
+  ours reads its notices whenever it is idle, until it is closed.
+  Renewals share it with your code: while your statement runs they wait.
 * a psycopg_pool.ConnectionPool: each statement borrows a connection for
   that statement only, and one listener connection per pool, opened with
   the pool's conninfo outside its size, LISTENs for all of the pool's
@@ -94,8 +95,23 @@ class _Hub:
             lease._wake.set()
 
 
+def _read_notices(conn, hub, timeout):
+    """Waits up to timeout for input on conn and hands the notices that came
+    to hub.  It reads under the connection's lock, never in the middle of
+    another thread's statement (psycopg hands the notices that come during
+    a statement to the notify handlers)."""
+    readable, _, _ = select.select([conn.fileno()], [], [], timeout)
+    if readable:
+        with conn.lock:
+            conn.pgconn.consume_input()
+            while (n := conn.pgconn.notifies()) is not None:
+                if n.relname.decode() == hub.channel:
+                    hub.dispatch(n.extra)
+
+
 class _ConnSource:
-    """A connection of the caller's, used for everything."""
+    """A connection of the caller's, used for every statement, and read for
+    notices while idle by a thread of ours until it is closed."""
 
     def __init__(self, conn):
         if not conn.autocommit:
@@ -107,6 +123,8 @@ class _ConnSource:
         self.stmts = statements(_schema(conn))
         conn.add_notify_handler(self._on_notify)
         _listen(conn, self.hub.channel)
+        threading.Thread(target=self._listen_loop, name="lockq-listener",
+                         daemon=True).start()
 
     def _on_notify(self, n):
         if n.channel == self.hub.channel:
@@ -115,14 +133,12 @@ class _ConnSource:
     def run(self, name, params):
         return self.conn.execute(self.stmts[name], params).fetchone()[0]
 
-    def wait(self, lease, timeout):
-        """Waits up to timeout for a notice: True if one may have come.
-        Whatever arrived is read by the next statement, which hands our
-        notices to the hub."""
-        if lease._wake.is_set():
-            return True
-        readable, _, _ = select.select([self.conn.fileno()], [], [], timeout)
-        return bool(readable)
+    def _listen_loop(self):
+        try:
+            while not self.conn.closed:
+                _read_notices(self.conn, self.hub, 1.0)
+        except (psycopg.Error, OSError, ValueError):
+            pass                # closed or broken: the caller's statements say so
 
 
 class _PoolSource:
@@ -147,9 +163,6 @@ class _PoolSource:
         with self.pool.connection() as conn:
             return conn.execute(self.stmts[name], params).fetchone()[0]
 
-    def wait(self, lease, timeout):
-        return lease._wake.wait(timeout)
-
     def _listen_loop(self):
         """Hands notices to the hub until the pool is closed; reconnects
         (and wakes every waiter, whose notices may have been lost)."""
@@ -158,20 +171,11 @@ class _PoolSource:
                 if self._conn is None:
                     self._conn = self._connect()
                     self.hub.wake_all()
-                self._read_notices(1.0)
+                _read_notices(self._conn, self.hub, 1.0)
             except (psycopg.Error, OSError):
                 self._conn = self._close(self._conn)
                 threading.Event().wait(_RECONNECT_DELAY)
         self._close(self._conn)
-
-    def _read_notices(self, timeout):
-        readable, _, _ = select.select([self._conn.fileno()], [], [], timeout)
-        if readable:
-            pgconn = self._conn.pgconn
-            pgconn.consume_input()
-            while (n := pgconn.notifies()) is not None:
-                if n.relname.decode() == self.hub.channel:
-                    self.hub.dispatch(n.extra)
 
     @staticmethod
     def _close(conn):
@@ -390,8 +394,7 @@ class Lease:
             until = min(until, give_up)
         if self._cancel is not None:
             until = min(until, now + _CANCEL_POLL)
-        if self._src.wait(self, max(0.0, until - now)):
-            self._wake.set()
+        self._wake.wait(max(0.0, until - now))
 
     def _withdraw(self):
         """Leaves the queue, releasing a grant that raced with us.  If the
