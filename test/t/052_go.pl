@@ -50,8 +50,8 @@ my ($rc, $out) = example('-workers', 4, '-iterations', 25);
 is($rc, 0, 'fenced counter: exit status');
 like($out, qr/^counter 100 \(expected 100\)$/m, 'fenced counter: no lost update');
 
-($rc, $out) = example('-hold', '3s', '-ttl', '1s');
-is($rc, 0, 'a 1 s lease held for 3 s: exit status');
+($rc, $out) = example('-hold', '4s', '-ttl', '1500ms');
+is($rc, 0, 'a 1.5 s lease held for 4 s: exit status');
 like($out, qr/still held after the hold: true/, 'renewals kept it');
 
 # an administrator takes the lock from under a holder

@@ -112,8 +112,8 @@ describe('against a server', { skip: !DSN && 'LOCKQ_TEST_DSN is not set' }, () =
 
   it('renews a short lease while the callback runs', async () => {
     const lock = 'renew';
-    await lockq.using(pool, lock, { ttl: 1000 }, async (signal, lease) => {
-      await sleep(3500);
+    await lockq.using(pool, lock, { ttl: 1500 }, async (signal, lease) => {
+      await sleep(4000);
       assert.equal(signal.aborted, false);
       assert.equal(lease.held, true);
       assert.equal(await value('SELECT lockq_holds($1, $2)', [lock, lease.token.toString()]), true);

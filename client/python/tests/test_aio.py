@@ -80,8 +80,8 @@ class AioTest(LockqTestCase):
     def test_auto_renew_keeps_a_short_lease(self):
         async def main():
             conn = await psycopg.AsyncConnection.connect(DSN, autocommit=True)
-            async with lockq.aio.lock(conn, self.name, ttl=1) as lease:
-                await asyncio.sleep(3.5)
+            async with lockq.aio.lock(conn, self.name, ttl=1.5) as lease:
+                await asyncio.sleep(4)
                 self.assertTrue(lease.held)
                 self.assertTrue(self.holds(self.name, lease.token))
             self.assertIsNone(self.holder(self.name))

@@ -123,9 +123,9 @@ class SyncTest(LockqTestCase):
         dropped = self.value("SELECT dropped_waiters FROM lockq_stats")
         got = []
         t = self.start(lambda: got.append(
-            lockq.lock(self.pool, self.name, heartbeat=0.3).acquire()))
+            lockq.lock(self.pool, self.name, heartbeat=0.6).acquire()))
         self.wait_for_waiters(self.name, 1)
-        time.sleep(1.5)                 # five heartbeat intervals
+        time.sleep(2.0)                 # over three heartbeat intervals
         self.wait_for_waiters(self.name, 1)
         self.give(self.name)
         t.join(30)
@@ -134,9 +134,9 @@ class SyncTest(LockqTestCase):
         self.assertEqual(self.value("SELECT dropped_waiters FROM lockq_stats"), dropped)
 
     def test_auto_renew_keeps_a_short_lease(self):
-        with lockq.lock(self.pool, self.name, ttl=1) as lease:
+        with lockq.lock(self.pool, self.name, ttl=1.5) as lease:
             token = lease.token
-            time.sleep(3.5)
+            time.sleep(4)
             self.assertTrue(lease.held)
             self.assertFalse(lease.lost.is_set())
             self.assertTrue(self.holds(self.name, token), "the server agrees")
