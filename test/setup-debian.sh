@@ -15,7 +15,12 @@ PGBIN=/usr/lib/postgresql/15/bin
 PG_CONFIG=$PGBIN/pg_config
 LQ_PACKAGES="postgresql-15 postgresql-server-dev-15 libpq-dev libkrb5-dev
              build-essential libipc-run-perl faketime pgbouncer rsync valgrind
-             clang libclang-rt-dev"
+             clang libclang-rt-dev python3 python3-psycopg python3-psycopg-pool
+             nodejs golang-go golang-github-jackc-pgx-v4-dev"
+# Packages wanted only for a command that is missing: a Node.js from
+# elsewhere (NodeSource's nodejs) brings its own npm and conflicts with
+# Debian's.
+LQ_COMMAND_PACKAGES="npm:npm"
 
 lq_log() { printf '\n=== %s\n' "$*"; }
 
@@ -25,6 +30,9 @@ lq_install_packages() {
 	for p in $LQ_PACKAGES; do
 		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \
 			|| missing+=("$p")
+	done
+	for p in $LQ_COMMAND_PACKAGES; do
+		command -v "${p%%:*}" >/dev/null || missing+=("${p#*:}")
 	done
 	if [ ${#missing[@]} -gt 0 ]; then
 		lq_log "installing ${missing[*]}"

@@ -1,0 +1,460 @@
+'use strict';
+/**
+ * lockq for Node.js (node-postgres): fair, leased, fenced locks in PostgreSQL.
+ *
+ *   const lockq = require('lockq');
+ *   await lockq.using(pool, 'reports:nightly', { ttl: 30000 }, async (signal, lease) => {
+ *     await pool.query('UPDATE ... WHERE lockq_holds($1, $2)', ['reports:nightly', lease.token]);
+ *   });
+ *
+ * The same state machine as liblockq (client/lockq_client.c):
+ * - a wait is queued with lockq_enqueue naming our NOTIFY channel and kept
+ *   alive with lockq_heartbeat every third of its heartbeat interval; a
+ *   notification only wakes us (the grant is what lockq_heartbeat returns),
+ *   so no server backend is blocked while we wait.  Timeout or abort:
+ *   lockq_cancel leaves the queue and releases a grant that raced with it.
+ * - a held lease is renewed with lockq_renew every third of its ttl.  Its
+ *   local deadline counts from when the request that set it was sent
+ *   (performance.now(), monotonic), so it never ends after the server's.
+ *   A failed renewal, the deadline passing, or a "lost" notice that
+ *   lockq_holds confirms aborts lease.signal.
+ *
+ * Durations are milliseconds.  They are sent as seconds through
+ * make_interval: node-pg sends numbers as text, and '2000'::interval is
+ * 2000 seconds.  Tokens are BigInts (they are bigint).  Every call names the
+ * schema of the extension's functions: nothing depends on search_path.
+ *
+ * Sources: a pg.Pool (each statement is a pool.query; one listener
+ * connection, opened with the pool's options outside its size, LISTENs
+ * while any lease of the pool waits or holds) or a pg.Client (every
+ * statement runs on it, and it LISTENs on a channel of its own).
+ */
+
+const crypto = require('node:crypto');
+const os = require('node:os');
+const { threadId } = require('node:worker_threads');
+const { performance } = require('node:perf_hooks');
+const pg = require('pg');
+
+const DEFAULT_TTL = 30000;
+const DEFAULT_HEARTBEAT = 10000;
+const MAX_NAME = 255;
+const RECONNECT_DELAY = 500;
+
+// the schema of lockq's functions: lockq (1.1) or the extension's (1.0)
+const SCHEMA_QUERY =
+  "SELECT n.nspname FROM pg_catalog.pg_extension e" +
+  " JOIN pg_catalog.pg_depend d" +
+  "   ON d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass" +
+  "  AND d.refobjid OPERATOR(pg_catalog.=) e.oid" +
+  "  AND d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass" +
+  "  AND d.deptype OPERATOR(pg_catalog.=) 'e'" +
+  " JOIN pg_catalog.pg_proc p ON p.oid OPERATOR(pg_catalog.=) d.objid" +
+  " JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) p.pronamespace" +
+  " WHERE e.extname OPERATOR(pg_catalog.=) 'lockq'" +
+  "   AND p.proname OPERATOR(pg_catalog.=) 'lockq_get'";
+
+const SECS = (p) => `pg_catalog.make_interval(secs => ${p}::pg_catalog.float8)`;
+const TEMPLATES = {
+  enqueue: `lockq_enqueue($1::pg_catalog.text, $2::pg_catalog.text, ${SECS('$3')}, $4::pg_catalog.text, ${SECS('$5')})`,
+  heartbeat: 'lockq_heartbeat($1::pg_catalog.text, $2::pg_catalog.text)',
+  cancel: 'lockq_cancel($1::pg_catalog.text, $2::pg_catalog.text)',
+  try: `lockq_try($1::pg_catalog.text, $2::pg_catalog.text, ${SECS('$3')})`,
+  renew: `lockq_renew($1::pg_catalog.text, $2::pg_catalog.text, $3::pg_catalog.int8, ${SECS('$4')})`,
+  release: 'lockq_release($1::pg_catalog.text, $2::pg_catalog.text, $3::pg_catalog.int8)',
+  holds: 'lockq_holds($1::pg_catalog.text, $2::pg_catalog.int8)',
+};
+
+class LockError extends Error {
+  constructor(message) { super(message); this.name = this.constructor.name; }
+}
+/** The lock was not granted within the timeout (nothing is left queued). */
+class LockTimeoutError extends LockError {}
+/** The lease ended before it was released. */
+class LockLostError extends LockError {}
+
+const now = () => performance.now();
+const secs = (ms) => String(ms / 1000);
+const tokenOf = (v) => (v === null ? null : BigInt(v));
+
+function statements(schema) {
+  const ident = '"' + schema.replace(/"/g, '""') + '"';
+  const out = {};
+  for (const [name, call] of Object.entries(TEMPLATES)) out[name] = `SELECT ${ident}.${call} AS v`;
+  return out;
+}
+
+function newOwner() {
+  return `${os.hostname()}:${process.pid}:${threadId}:${crypto.randomBytes(8).toString('hex')}`;
+}
+
+/** Lower case: channels match exactly and an unquoted LISTEN folds to lower case. */
+function newChannel() {
+  return 'lockq_' + crypto.randomBytes(8).toString('hex');
+}
+
+function checkName(what, value) {
+  if (typeof value !== 'string' || Buffer.byteLength(value) < 1 || Buffer.byteLength(value) > MAX_NAME) {
+    throw new TypeError(`${what} must be a string of 1 to ${MAX_NAME} bytes`);
+  }
+}
+
+function checkDuration(what, value, min) {
+  if (typeof value !== 'number' || !(value >= min)) throw new RangeError(`${what} must be a number of at least ${min} ms`);
+  return value;
+}
+
+/**
+ * Parses a lockq NOTIFY payload, '<event> <token> <length> <lock id> <owner>',
+ * where the length counts bytes of the lock id (which may hold spaces).
+ * Returns {event, token (BigInt), lockId, owner} or null.
+ */
+function parseNotice(payload) {
+  const buf = Buffer.from(payload, 'utf8');
+  const m = /^(grant|lost|dropped) (\d+) (\d+) /.exec(buf.toString('latin1'));
+  if (!m) return null;
+  const len = Number(m[3]);
+  const start = m[0].length;
+  if (len < 1 || len > MAX_NAME || buf.length < start + len + 2 || buf[start + len] !== 0x20) return null;
+  const owner = buf.subarray(start + len + 1);
+  if (owner.length > MAX_NAME) return null;
+  return { event: m[1], token: BigInt(m[2]), lockId: buf.subarray(start, start + len).toString('utf8'), owner: owner.toString('utf8') };
+}
+
+/** The leases waiting or holding through one source, by lock id and owner. */
+class Hub {
+  constructor() {
+    this.channel = newChannel();
+    this.leases = new Map();
+  }
+  key(lockId, owner) { return JSON.stringify([lockId, owner]); }
+  register(lease) { this.leases.set(this.key(lease.lockId, lease.owner), lease); }
+  unregister(lease) { this.leases.delete(this.key(lease.lockId, lease.owner)); }
+  dispatch(msg) {
+    const notice = msg.channel === this.channel ? parseNotice(msg.payload || '') : null;
+    const lease = notice && this.leases.get(this.key(notice.lockId, notice.owner));
+    if (lease) lease._notice(notice);
+  }
+  wakeAll() { for (const lease of this.leases.values()) lease._wake(); }
+}
+
+const listen = (client, channel) => client.query(`LISTEN "${channel}"`);
+
+/** A pg.Client of the caller's: every statement runs on it. */
+class ClientSource {
+  static async create(client) {
+    const src = new ClientSource();
+    src.client = client;
+    src.hub = new Hub();
+    src.stmts = await lookup(client);
+    client.on('notification', (msg) => src.hub.dispatch(msg));
+    await listen(client, src.hub.channel);
+    return src;
+  }
+  async run(name, params) { return (await this.client.query(this.stmts[name], params)).rows[0].v; }
+  async open() {}
+  close() {}
+}
+
+/** A pg.Pool: pool.query per statement, and a listener client of our own. */
+class PoolSource {
+  static async create(pool) {
+    const src = new PoolSource();
+    src.pool = pool;
+    src.hub = new Hub();
+    src.stmts = await lookup(pool);
+    src.users = 0;
+    src.listener = null;
+    return src;
+  }
+  async run(name, params) { return (await this.pool.query(this.stmts[name], params)).rows[0].v; }
+
+  /** A lease starts: the listener must be up before it queues. */
+  async open() {
+    this.users++;
+    try {
+      if (!this.listener) this.listener = this.connect();
+      await this.listener;
+    } catch (e) {
+      this.close();
+      throw e;
+    }
+  }
+
+  /** A lease ends; the last one closes the listener (which would keep Node running). */
+  close() {
+    if (--this.users > 0 || !this.listener) return;
+    const l = this.listener;
+    this.listener = null;
+    l.then((c) => c.end(), () => {});
+  }
+
+  async connect() {
+    const client = new pg.Client(this.pool.options);
+    client.on('notification', (msg) => this.hub.dispatch(msg));
+    client.on('error', () => this.reconnect(client));
+    try {
+      await client.connect();
+      await listen(client, this.hub.channel);
+    } catch (e) {
+      client.end().catch(() => {});
+      throw e;
+    }
+    return client;
+  }
+
+  /** The listener broke: a new one, and every waiter asks the server now. */
+  reconnect(broken) {
+    broken.end().catch(() => {});
+    const retry = () => {
+      if (this.users === 0) return;
+      this.listener = this.connect();
+      this.listener.then(() => this.hub.wakeAll(), () => setTimeout(retry, RECONNECT_DELAY));
+    };
+    setTimeout(retry, RECONNECT_DELAY);
+  }
+}
+
+async function lookup(queryable) {
+  const { rows } = await queryable.query(SCHEMA_QUERY);
+  if (rows.length !== 1) throw new LockError('the lockq extension is not installed in this database');
+  return statements(rows[0].nspname);
+}
+
+const sources = new WeakMap();
+
+/** The (cached) source of a pg.Pool or pg.Client. */
+function sourceOf(obj) {
+  let src = sources.get(obj);
+  if (!src) {
+    if (obj instanceof pg.Pool) src = PoolSource.create(obj);
+    else if (obj instanceof pg.Client) src = ClientSource.create(obj);
+    else throw new TypeError('lockq needs a pg.Pool or a pg.Client');
+    sources.set(obj, src);
+    src.catch(() => sources.delete(obj));
+  }
+  return src;
+}
+
+/**
+ * A held (or lost) lease.  token: BigInt fencing token; signal: an
+ * AbortSignal aborted (reason LockLostError) when the lease is lost;
+ * held: the lease is valid (not lost, local deadline ahead).
+ */
+class Lease {
+  constructor(src, lockId, opts) {
+    checkName('lock id', lockId);
+    this.lockId = lockId;
+    this.owner = opts.owner ?? newOwner();
+    checkName('owner', this.owner);
+    this.token = null;
+    this._src = src;
+    this._ttl = checkDuration('ttl', opts.ttl ?? DEFAULT_TTL, 1);
+    this._heartbeat = checkDuration('heartbeat', opts.heartbeat ?? DEFAULT_HEARTBEAT, 100);
+    this._timeout = opts.timeout == null ? null : checkDuration('timeout', opts.timeout, 0);
+    this._autoRenew = opts.autoRenew ?? true;
+    this._ac = new AbortController();
+    this.signal = this._ac.signal;
+    this._deadline = 0;
+    this._done = false;
+    this._woken = false;
+    this._resume = null;
+    this._timers = { deadline: null, renew: null };
+  }
+
+  get held() {
+    return this.token !== null && !this._done && !this.signal.aborted && now() < this._deadline;
+  }
+
+  /** Releases the lock; true if the lease was still held until then. */
+  async release() {
+    if (this._done) return false;
+    const held = this.held;
+    this._done = true;
+    clearTimeout(this._timers.deadline);
+    clearTimeout(this._timers.renew);
+    this._src.hub.unregister(this);
+    this._src.close();
+    return (await this._run('release', this.token.toString())) && held;
+  }
+
+  _run(name, ...params) {
+    return this._src.run(name, [this.lockId, this.owner, ...params]);
+  }
+
+  // --- waiting -----------------------------------------------------------
+
+  async _acquire(cancel) {
+    await this._src.open();
+    this._src.hub.register(this);
+    try {
+      const [token, sent] = this._timeout === 0 ? await this._try() : await this._wait(cancel);
+      this.token = token;
+      this._setDeadline(sent + this._ttl);
+      if (this._autoRenew) this._scheduleRenew(sent + this._ttl / 3);
+    } catch (e) {
+      this._src.hub.unregister(this);
+      this._src.close();
+      throw e;
+    }
+  }
+
+  async _try() {
+    const sent = now();
+    const token = tokenOf(await this._run('try', secs(this._ttl)));
+    if (token === null) throw new LockTimeoutError(`lock "${this.lockId}" is not available`);
+    return [token, sent];
+  }
+
+  async _enqueue() {
+    return tokenOf(await this._run('enqueue', secs(this._ttl), this._src.hub.channel, secs(this._heartbeat)));
+  }
+
+  /** One heartbeat: the token once granted; a dropped wait (55000) queues again. */
+  async _poll() {
+    this._woken = false;
+    try {
+      return tokenOf(await this._run('heartbeat'));
+    } catch (e) {
+      if (e.code === '55000') return this._enqueue();
+      throw e;
+    }
+  }
+
+  async _wait(cancel) {
+    const giveUp = this._timeout === null ? Infinity : now() + this._timeout;
+    let sent = now();
+    let token = await this._enqueue();
+    try {
+      while (token === null) {
+        cancel?.throwIfAborted();
+        if (now() >= giveUp) throw new LockTimeoutError(`lock "${this.lockId}" was not granted within ${this._timeout} ms`);
+        const due = sent + this._heartbeat / 3;
+        if (this._woken || now() >= due) {
+          sent = now();
+          token = await this._poll();
+        } else {
+          await this._pause(Math.min(due, giveUp) - now(), cancel);
+        }
+      }
+    } catch (e) {
+      await this._run('cancel').catch(() => {});
+      throw e;
+    }
+    return [token, sent];
+  }
+
+  /** Waits up to ms for a notice or the cancel signal. */
+  _pause(ms, cancel) {
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        cancel?.removeEventListener('abort', done);
+        this._resume = null;
+        resolve();
+      };
+      const timer = setTimeout(done, Math.max(0, ms));
+      cancel?.addEventListener('abort', done);
+      this._resume = done;
+    });
+  }
+
+  _wake() {
+    this._woken = true;
+    if (this._resume) this._resume();
+  }
+
+  // --- holding -----------------------------------------------------------
+
+  _notice(notice) {
+    if (notice.event === 'lost' && this.token !== null) this._verify();
+    else this._wake();
+  }
+
+  /** A "lost" notice is only a hint: ask the server. */
+  async _verify() {
+    try {
+      if (!(await this._src.run('holds', [this.lockId, this.token.toString()]))) this._lose();
+    } catch {
+      // unreachable server: the local deadline decides
+    }
+  }
+
+  _setDeadline(deadline) {
+    clearTimeout(this._timers.deadline);
+    this._deadline = deadline;
+    this._timers.deadline = setTimeout(() => this._expire(), Math.max(0, deadline - now()));
+  }
+
+  _expire() {
+    if (!this._done && now() >= this._deadline) this._lose();
+  }
+
+  _lose() {
+    if (this._done || this.signal.aborted) return;
+    clearTimeout(this._timers.deadline);
+    clearTimeout(this._timers.renew);
+    this._ac.abort(new LockLostError(`the lease on "${this.lockId}" (token ${this.token}) was lost`));
+  }
+
+  _scheduleRenew(at) {
+    this._timers.renew = setTimeout(() => this._renew(), Math.max(0, at - now()));
+  }
+
+  /** Renews once and schedules the next; a failed attempt is tried again soon. */
+  async _renew() {
+    const sent = now();
+    let renewed;
+    try {
+      renewed = await this._run('renew', this.token.toString(), secs(this._ttl));
+    } catch {
+      if (!this._done && !this.signal.aborted) this._scheduleRenew(now() + Math.min(this._ttl / 10, 1000));
+      return;
+    }
+    if (this._done) return;
+    if (!renewed) return this._lose();
+    if (this.signal.aborted || now() >= this._deadline) {
+      await this._run('release', this.token.toString()).catch(() => {}); // renewed after we gave it up
+      return;
+    }
+    this._setDeadline(sent + this._ttl);
+    this._scheduleRenew(sent + this._ttl / 3);
+  }
+}
+
+/**
+ * Waits for lockId and returns a held Lease; release it with
+ * lease.release().  Options (milliseconds): ttl (default 30000, renewed
+ * every ttl/3 unless autoRenew is false), timeout (undefined: forever; 0:
+ * never wait, lockq_try), heartbeat (the wait's liveness bound on the
+ * server, default 10000), owner (default unique per lease), signal (an
+ * AbortSignal that cancels the wait).  Throws LockTimeoutError, or the
+ * signal's reason.
+ */
+async function acquire(source, lockId, opts = {}) {
+  const lease = new Lease(await sourceOf(source), lockId, opts);
+  await lease._acquire(opts.signal);
+  return lease;
+}
+
+/**
+ * Runs fn(signal, lease) holding lockId, renewing the lease meanwhile, and
+ * releases it when fn settles (also when it throws).  signal aborts if the
+ * lease is lost; then, if fn returned normally, using throws
+ * LockLostError.  Returns what fn returned.
+ */
+async function using(source, lockId, opts, fn) {
+  if (typeof opts === 'function') [opts, fn] = [{}, opts];
+  const lease = await acquire(source, lockId, opts);
+  let result;
+  try {
+    result = await fn(lease.signal, lease);
+  } catch (e) {
+    await lease.release().catch(() => {});
+    throw e;
+  }
+  if (!(await lease.release())) throw new LockLostError(`the lease on "${lockId}" (token ${lease.token}) was lost before it was released`);
+  return result;
+}
+
+module.exports = { using, acquire, Lease, LockError, LockTimeoutError, LockLostError, parseNotice };

@@ -1,0 +1,185 @@
+'use strict';
+// lockq.js against a real server (LOCKQ_TEST_DSN, set by test/t/051_node.pl):
+// FIFO, timeout, abort, renewals, lost leases, fencing, release on throw,
+// with a pg.Pool and with a pg.Client; and the NOTIFY payload parser.
+const { describe, it, before, after } = require('node:test');
+const assert = require('node:assert/strict');
+const { setTimeout: sleep } = require('node:timers/promises');
+const pg = require('pg');
+const lockq = require('../lockq.js');
+
+const DSN = process.env.LOCKQ_TEST_DSN;
+const PATIENCE = 30000;
+
+describe('parseNotice', () => {
+  it('reads the fields; the lock id may hold spaces', () => {
+    assert.deepEqual(lockq.parseNotice('grant 42 5 a b c o:1'), { event: 'grant', token: 42n, lockId: 'a b c', owner: 'o:1' });
+  });
+  it('counts the lock id in bytes, not characters', () => {
+    assert.equal(lockq.parseNotice('lost 1 4 réz o').lockId, 'réz');
+    assert.equal(lockq.parseNotice('lost 1 3 réz o'), null);
+  });
+  it('rejects anything else', () => {
+    for (const bad of ['', 'grant', 'grant 1 1 a', 'grant x 1 a o', 'grant 1 0  o', 'granted 1 1 a o', 'grant 1 2 a o']) {
+      assert.equal(lockq.parseNotice(bad), null, bad);
+    }
+  });
+});
+
+describe('against a server', { skip: !DSN && 'LOCKQ_TEST_DSN is not set' }, () => {
+  let admin;
+  let pool;
+  const value = async (sql, params) => Object.values((await admin.query(sql, params)).rows[0] ?? { v: null })[0];
+  const until = async (sql, params) => {
+    const giveUp = Date.now() + PATIENCE;
+    while (!(await value(sql, params))) {
+      if (Date.now() > giveUp) throw new Error('condition never held: ' + sql);
+      await sleep(10);
+    }
+  };
+  const waiters = (lock, n) => until('SELECT count(*) = $2 FROM lockq_waiters WHERE lock_id = $1', [lock, n]);
+  const take = async (lock) => assert.notEqual(await value("SELECT lockq_try($1, 'holder', '1 hour')", [lock]), null);
+  const give = async (lock) => assert.equal(await value("SELECT lockq_release($1, 'holder')", [lock]), true);
+  const holder = (lock) => value('SELECT (SELECT owner FROM lockq_locks WHERE lock_id = $1)', [lock]);
+  const client = async (opts = {}) => {
+    const c = new pg.Client({ connectionString: DSN, ...opts });
+    await c.connect();
+    return c;
+  };
+
+  before(async () => {
+    admin = await client();
+    pool = new pg.Pool({ connectionString: DSN, max: 2 }); // small: waiting must not hold a connection
+  });
+  after(async () => {
+    assert.equal(await value('SELECT count(*)::int FROM lockq_waiters'), 0, 'nothing left queued');
+    await pool.end();
+    await admin.end();
+  });
+
+  it('grants in arrival order, waiters on a pool of two and on a client', async () => {
+    const lock = 'fifo';
+    const c = await client();
+    await take(lock);
+    const order = [];
+    const sources = [pool, pool, c, pool, pool];
+    const done = [];
+    for (let i = 0; i < sources.length; i++) {
+      done.push(lockq.using(sources[i], lock, { timeout: PATIENCE }, async (signal, lease) => {
+        await pool.query('SELECT 1'); // the body needs a connection too
+        order.push([i, lease.token]);
+      }));
+      await waiters(lock, i + 1);
+    }
+    await give(lock);
+    await Promise.all(done);
+    assert.deepEqual(order.map(([i]) => i), [0, 1, 2, 3, 4]);
+    for (const [, t] of order) assert.equal(typeof t, 'bigint');
+    assert.deepEqual(order.map(([, t]) => t), order.map(([, t]) => t).sort((a, b) => (a < b ? -1 : 1)));
+    await c.end();
+  });
+
+  it('times out, and with timeout 0 never waits', async () => {
+    const lock = 'timeout';
+    await take(lock);
+    const t0 = Date.now();
+    await assert.rejects(lockq.using(pool, lock, { timeout: 300 }, async () => assert.fail('granted')), lockq.LockTimeoutError);
+    assert.ok(Date.now() - t0 >= 300);
+    await assert.rejects(lockq.acquire(pool, lock, { timeout: 0 }), lockq.LockTimeoutError);
+    await give(lock);
+    const lease = await lockq.acquire(pool, lock, { timeout: 0 });
+    assert.equal(await value('SELECT lockq_holds($1, $2)', [lock, lease.token.toString()]), true);
+    assert.equal(await lease.release(), true);
+  });
+
+  it('an AbortSignal cancels the wait and leaves nothing queued', async () => {
+    const lock = 'abort';
+    await take(lock);
+    const ac = new AbortController();
+    const p = lockq.acquire(pool, lock, { signal: ac.signal });
+    await waiters(lock, 1);
+    ac.abort(new Error('stop'));
+    await assert.rejects(p, /stop/);
+    await waiters(lock, 0);
+    await give(lock);
+  });
+
+  it('sends the ttl in milliseconds as an interval (not 2000 seconds)', async () => {
+    await lockq.using(pool, 'ttl', { ttl: 2000 }, async () => {
+      assert.equal(await value("SELECT ttl = interval '2 s' FROM lockq_locks WHERE lock_id = 'ttl'"), true);
+    });
+  });
+
+  it('renews a short lease while the callback runs', async () => {
+    const lock = 'renew';
+    await lockq.using(pool, lock, { ttl: 1500 }, async (signal, lease) => {
+      await sleep(4000);
+      assert.equal(signal.aborted, false);
+      assert.equal(lease.held, true);
+      assert.equal(await value('SELECT lockq_holds($1, $2)', [lock, lease.token.toString()]), true);
+    });
+    assert.equal(await holder(lock), null, 'released');
+  });
+
+  it('aborts the signal when an administrator takes the lock (pool and client)', async () => {
+    const c = await client();
+    for (const src of [pool, c]) {
+      await assert.rejects(lockq.using(src, 'force', { ttl: 60000 }, async (signal) => {
+        await value("SELECT lockq_force_release('force')");
+        await new Promise((resolve) => signal.addEventListener('abort', resolve));
+        assert.ok(signal.reason instanceof lockq.LockLostError);
+      }), lockq.LockLostError);
+    }
+    await c.end();
+  });
+
+  it('aborts the signal when the lease expires and is taken', async () => {
+    const lease = await lockq.acquire(pool, 'stolen', { ttl: 500, autoRenew: false });
+    await value("SELECT lockq_get('stolen', 'holder', timeout => '10 s')");
+    await new Promise((resolve) => (lease.signal.aborted ? resolve() : lease.signal.addEventListener('abort', resolve)));
+    assert.equal(lease.held, false);
+    assert.equal(await lease.release(), false);
+    await give('stolen');
+  });
+
+  it('releases when the callback throws', async () => {
+    await assert.rejects(lockq.using(pool, 'throws', async () => { throw new Error('boom'); }), /boom/);
+    assert.equal(await holder('throws'), null);
+  });
+
+  it('keeps a fenced counter exact under concurrency', async () => {
+    const lock = 'counter';
+    await admin.query('CREATE TABLE counter_node (n int); INSERT INTO counter_node VALUES (0)');
+    const p4 = new pg.Pool({ connectionString: DSN, max: 4 });
+    let failures = 0;
+    const worker = async () => {
+      for (let i = 0; i < 25; i++) {
+        await lockq.using(p4, lock, { ttl: 10000, timeout: PATIENCE }, async (signal, lease) => {
+          const c = await p4.connect();
+          try {
+            await c.query('BEGIN');
+            const { rows } = await c.query('SELECT n FROM counter_node');
+            const r = await c.query('UPDATE counter_node SET n = $1 WHERE lockq_holds($2, $3)', [rows[0].n + 1, lock, lease.token.toString()]);
+            if (r.rowCount !== 1) failures++;
+            await c.query('COMMIT');
+          } finally {
+            c.release();
+          }
+        });
+      }
+    };
+    await Promise.all([worker(), worker(), worker(), worker()]);
+    await p4.end();
+    assert.equal(failures, 0);
+    assert.equal(await value('SELECT n FROM counter_node'), 100);
+    await admin.query('DROP TABLE counter_node');
+  });
+
+  it('needs no search_path', async () => {
+    const c = await client({ options: '-c search_path=' });
+    await lockq.using(c, 'nopath', async (signal, lease) => {
+      assert.equal(await holder('nopath'), lease.owner);
+    });
+    await c.end();
+  });
+});

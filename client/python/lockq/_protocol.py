@@ -1,0 +1,145 @@
+"""What the synchronous and the asyncio client share: the SQL they send,
+the NOTIFY payload parser, owner and channel names, the exceptions.
+
+Every statement is parameterised and calls the extension's functions
+qualified with their schema (where lockq_get is, as liblockq looks it up), so
+nothing depends on the caller's search_path.  Durations are sent as seconds
+through make_interval: a bare number sent as an interval would also mean
+seconds, but node-pg and others send milliseconds as text, so we never
+rely on that reading.
+"""
+
+import os
+import secrets
+import socket
+import threading
+from dataclasses import dataclass
+
+DEFAULT_TTL = 30.0
+DEFAULT_HEARTBEAT = 10.0
+MAX_NAME = 255                  # bytes, for lock ids and owners
+
+# the schema of lockq's functions: lockq (1.1) or the extension's (1.0)
+SCHEMA_QUERY = (
+    "SELECT n.nspname FROM pg_catalog.pg_extension e"
+    " JOIN pg_catalog.pg_depend d"
+    "   ON d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass"
+    "  AND d.refobjid OPERATOR(pg_catalog.=) e.oid"
+    "  AND d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass"
+    "  AND d.deptype OPERATOR(pg_catalog.=) 'e'"
+    " JOIN pg_catalog.pg_proc p ON p.oid OPERATOR(pg_catalog.=) d.objid"
+    " JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) p.pronamespace"
+    " WHERE e.extname OPERATOR(pg_catalog.=) 'lockq'"
+    "   AND p.proname OPERATOR(pg_catalog.=) 'lockq_get'")
+
+_SECS = "pg_catalog.make_interval(secs => {}::pg_catalog.float8)"
+_TEMPLATES = {
+    "enqueue": "SELECT {schema}.lockq_enqueue({}::pg_catalog.text, {}::pg_catalog.text, "
+               + _SECS + ", {}::pg_catalog.text, " + _SECS + ")",
+    "heartbeat": "SELECT {schema}.lockq_heartbeat({}::pg_catalog.text, {}::pg_catalog.text)",
+    "cancel": "SELECT {schema}.lockq_cancel({}::pg_catalog.text, {}::pg_catalog.text)",
+    "try": "SELECT {schema}.lockq_try({}::pg_catalog.text, {}::pg_catalog.text, " + _SECS + ")",
+    "renew": "SELECT {schema}.lockq_renew({}::pg_catalog.text, {}::pg_catalog.text, "
+             "{}::pg_catalog.int8, " + _SECS + ")",
+    "release": "SELECT {schema}.lockq_release({}::pg_catalog.text, {}::pg_catalog.text, "
+               "{}::pg_catalog.int8)",
+    "holds": "SELECT {schema}.lockq_holds({}::pg_catalog.text, {}::pg_catalog.int8)",
+}
+
+
+class LockError(Exception):
+    """Base class of lockq's client errors."""
+
+
+class LockTimeout(LockError):
+    """The lock was not granted within the timeout (nothing is left queued)."""
+
+
+class LockCancelled(LockError):
+    """The wait was cancelled (nothing is left queued)."""
+
+
+class LockLost(LockError):
+    """The lease ended before it was released: the critical section it
+    protected may have overlapped with the next holder's."""
+
+
+def after_release(lease, released, exc_type):
+    """What leaving a lease's block does once the release was tried: raise
+    LockLost if the lease was lost before it and the block raised nothing
+    (the block's own error matters more); else do not swallow anything."""
+    if not released and exc_type is None:
+        raise LockLost("the lease on %r (token %d) was lost before it was released"
+                       % (lease.lock_id, lease.token))
+    return False
+
+
+def not_installed():
+    return LockError("the lockq extension is not installed in this database")
+
+
+def statements(schema):
+    """The statements for an extension installed in schema, with psycopg's
+    %s placeholders.  The schema is always quoted (and a % in it doubled,
+    as the placeholders need)."""
+    ident = '"%s"' % schema.replace('"', '""').replace("%", "%%")
+    return {name: t.replace("{schema}", ident).replace("{}", "%s")
+            for name, t in _TEMPLATES.items()}
+
+
+def new_owner():
+    """A fresh owner name, unique per lease: host:pid:thread:random."""
+    return "%s:%d:%d:%s" % (socket.gethostname(), os.getpid(),
+                            threading.get_native_id(), secrets.token_hex(8))
+
+
+def new_channel():
+    """A fresh NOTIFY channel name.  Lower case: a channel is matched
+    exactly, and an unquoted LISTEN folds its name to lower case."""
+    return "lockq_" + secrets.token_hex(8)
+
+
+def check_name(what, value):
+    if not isinstance(value, str) or not 1 <= len(value.encode()) <= MAX_NAME:
+        raise ValueError("%s must be a string of 1 to %d bytes" % (what, MAX_NAME))
+
+
+def check_duration(what, value, minimum=0.001):
+    if value is None or not value >= minimum:
+        raise ValueError("%s must be at least %g seconds" % (what, minimum))
+    return float(value)
+
+
+@dataclass(frozen=True)
+class Notice:
+    """A parsed lockq NOTIFY payload."""
+    event: str                  # "grant", "lost" or "dropped"
+    token: int                  # 0 for "dropped"
+    lock_id: str
+    owner: str
+
+
+def parse_notice(payload):
+    """Parses '<event> <token> <length of lock id> <lock id> <owner>'.
+
+    The length counts bytes (of the server encoding, which we assume is
+    the client's: UTF-8), not characters, and the lock id may contain
+    spaces.  Returns a Notice, or None for anything else (a notification
+    is only a hint: nothing is believed before the server confirms it)."""
+    raw = payload.encode() if isinstance(payload, str) else bytes(payload)
+    parts = raw.split(b" ", 3)
+    if len(parts) != 4 or parts[0] not in (b"grant", b"lost", b"dropped"):
+        return None
+    event, token, length, rest = parts
+    if not (token.isdigit() and length.isdigit()):
+        return None
+    n = int(length)
+    if not 1 <= n <= MAX_NAME or len(rest) < n + 2 or rest[n:n + 1] != b" ":
+        return None
+    owner = rest[n + 1:]
+    if len(owner) > MAX_NAME:
+        return None
+    try:
+        return Notice(event.decode(), int(token), rest[:n].decode(), owner.decode())
+    except UnicodeDecodeError:
+        return None

@@ -1,0 +1,473 @@
+"""lockq from threads: ``with lockq.lock(conn_or_pool, "name") as lease``.
+
+The same state machine as liblockq (client/lockq_client.c):
+
+* A wait is queued with lockq_enqueue naming a NOTIFY channel, and kept
+  alive with lockq_heartbeat every third of its heartbeat interval.  A
+  notification is only a wake-up: the grant is what lockq_heartbeat returns.
+  So no server backend is blocked while we wait, and a waiter that dies is
+  dropped within its heartbeat interval.  On timeout or cancel,
+  lockq_cancel leaves the queue (and releases a grant that raced with it).
+* A held lease is renewed with lockq_renew every third of its ttl by a
+  thread of its own.  Its local deadline counts from the moment the request
+  that set the lease was sent (time.monotonic), so it never ends after the
+  server's; one watchdog thread per process sets ``lease.lost`` when it
+  passes, without touching a connection (a stuck one cannot delay it).  A
+  failed renewal or a ``lost`` notice (checked with lockq_holds) sets it
+  at once.
+
+Sources:
+
+* a psycopg.Connection in autocommit mode: every statement runs on it, and
+  it LISTENs on a channel of its own for as long as it lives; a thread of
+  ours reads its notices whenever it is idle, until it is closed.
+  Renewals share it with your code: while your statement runs they wait.
+* a psycopg_pool.ConnectionPool: each statement borrows a connection for
+  that statement only, and one listener connection per pool, opened with
+  the pool's conninfo outside its size, LISTENs for all of the pool's
+  leases.  No pooled connection is kept while waiting or holding, so
+  waiters cannot starve the holder of connections.
+"""
+
+import select
+import threading
+import weakref
+from time import monotonic
+
+import psycopg
+from psycopg import errors, sql
+
+from ._protocol import (DEFAULT_HEARTBEAT, DEFAULT_TTL, SCHEMA_QUERY, after_release,
+                        LockCancelled, LockLost, LockTimeout, check_duration,
+                        check_name, new_channel, new_owner, not_installed,
+                        parse_notice, statements)
+
+try:
+    from psycopg_pool import ConnectionPool
+except ImportError:             # the pool package is optional
+    ConnectionPool = None
+
+_CANCEL_POLL = 0.05             # how often a wait looks at its cancel Event
+_RECONNECT_DELAY = 0.5          # the pool listener's pause between attempts
+
+
+def _schema(conn):
+    row = conn.execute(SCHEMA_QUERY).fetchone()
+    if row is None:
+        raise not_installed()
+    return row[0]
+
+
+def _listen(conn, channel):
+    conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
+
+
+class _Hub:
+    """The leases waiting or held through one source, by (lock id, owner),
+    and the channel their notices come on."""
+
+    def __init__(self):
+        self.channel = new_channel()
+        self._leases = {}
+        self._mu = threading.Lock()
+
+    def register(self, lease):
+        with self._mu:
+            self._leases[(lease.lock_id, lease.owner)] = lease
+
+    def unregister(self, lease):
+        with self._mu:
+            self._leases.pop((lease.lock_id, lease.owner), None)
+
+    def dispatch(self, payload):
+        notice = parse_notice(payload)
+        if notice is None:
+            return
+        with self._mu:
+            lease = self._leases.get((notice.lock_id, notice.owner))
+        if lease is not None:
+            lease._notice(notice)
+
+    def wake_all(self):
+        with self._mu:
+            leases = list(self._leases.values())
+        for lease in leases:
+            lease._wake.set()
+
+
+def _read_notices(conn, hub, timeout):
+    """Waits up to timeout for input on conn and hands the notices that came
+    to hub.  It reads under the connection's lock, never in the middle of
+    another thread's statement (psycopg hands the notices that come during
+    a statement to the notify handlers)."""
+    readable, _, _ = select.select([conn.fileno()], [], [], timeout)
+    if readable:
+        with conn.lock:
+            conn.pgconn.consume_input()
+            while (n := conn.pgconn.notifies()) is not None:
+                if n.relname.decode() == hub.channel:
+                    hub.dispatch(n.extra)
+
+
+class _ConnSource:
+    """A connection of the caller's, used for every statement, and read for
+    notices while idle by a thread of ours until it is closed."""
+
+    def __init__(self, conn):
+        if not conn.autocommit:
+            raise ValueError("lockq needs a connection in autocommit mode (its LISTEN "
+                             "must commit); use conn.transaction() blocks for your "
+                             "writes, or pass a ConnectionPool")
+        self.conn = conn
+        self.hub = _Hub()
+        self.stmts = statements(_schema(conn))
+        conn.add_notify_handler(self._on_notify)
+        _listen(conn, self.hub.channel)
+        threading.Thread(target=self._listen_loop, name="lockq-listener",
+                         daemon=True).start()
+
+    def _on_notify(self, n):
+        if n.channel == self.hub.channel:
+            self.hub.dispatch(n.payload)
+
+    def run(self, name, params):
+        return self.conn.execute(self.stmts[name], params).fetchone()[0]
+
+    def _listen_loop(self):
+        try:
+            while not self.conn.closed:
+                _read_notices(self.conn, self.hub, 1.0)
+        except (psycopg.Error, OSError, ValueError):
+            pass                # closed or broken: the caller's statements say so
+
+
+class _PoolSource:
+    """A ConnectionPool: statements on borrowed connections, notices on a
+    listener connection of our own (thread "lockq-listener")."""
+
+    def __init__(self, pool):
+        self.pool = pool
+        self.hub = _Hub()
+        with pool.connection() as conn:
+            self.stmts = statements(_schema(conn))
+        self._conn = self._connect()
+        threading.Thread(target=self._listen_loop, name="lockq-listener",
+                         daemon=True).start()
+
+    def _connect(self):
+        conn = psycopg.connect(self.pool.conninfo, **{**self.pool.kwargs, "autocommit": True})
+        _listen(conn, self.hub.channel)
+        return conn
+
+    def run(self, name, params):
+        with self.pool.connection() as conn:
+            return conn.execute(self.stmts[name], params).fetchone()[0]
+
+    def _listen_loop(self):
+        """Hands notices to the hub until the pool is closed; reconnects
+        (and wakes every waiter, whose notices may have been lost)."""
+        while not self.pool.closed:
+            try:
+                if self._conn is None:
+                    self._conn = self._connect()
+                    self.hub.wake_all()
+                _read_notices(self._conn, self.hub, 1.0)
+            except (psycopg.Error, OSError):
+                self._conn = self._close(self._conn)
+                threading.Event().wait(_RECONNECT_DELAY)
+        self._close(self._conn)
+
+    @staticmethod
+    def _close(conn):
+        if conn is not None:
+            conn.close()
+
+
+_sources = weakref.WeakKeyDictionary()
+_sources_mu = threading.Lock()
+
+
+def _source(obj):
+    """The (cached) source for a connection or pool."""
+    with _sources_mu:
+        src = _sources.get(obj)
+        if src is None:
+            if isinstance(obj, psycopg.Connection):
+                src = _ConnSource(obj)
+            elif ConnectionPool is not None and isinstance(obj, ConnectionPool):
+                src = _PoolSource(obj)
+            else:
+                raise TypeError("lockq.lock needs a psycopg.Connection or a "
+                                "psycopg_pool.ConnectionPool, not %r" % type(obj).__name__)
+            _sources[obj] = src
+        return src
+
+
+class _Watchdog:
+    """One thread for the process that sets lease.lost when a lease's local
+    deadline passes.  It runs no statement."""
+
+    def __init__(self):
+        self._cv = threading.Condition()
+        self._leases = set()
+        self._thread = None
+
+    def arm(self, lease):
+        with self._cv:
+            self._leases.add(lease)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="lockq-watchdog",
+                                                daemon=True)
+                self._thread.start()
+            self._cv.notify()
+
+    def disarm(self, lease):
+        with self._cv:
+            self._leases.discard(lease)
+
+    def _run(self):
+        with self._cv:
+            while True:
+                now = monotonic()
+                until = now + 3600
+                for lease in list(self._leases):
+                    if lease._deadline <= now:
+                        self._leases.discard(lease)
+                        lease._expire()
+                    else:
+                        until = min(until, lease._deadline)
+                self._cv.wait(until - now)
+
+
+_watchdog = _Watchdog()
+
+
+def lock(source, lock_id, *, ttl=DEFAULT_TTL, timeout=None, heartbeat=DEFAULT_HEARTBEAT,
+         owner=None, auto_renew=True, cancel=None):
+    """A lease on lock_id, taken when the with-block is entered.
+
+    ttl: the lease in seconds (renewed every ttl/3 while auto_renew).
+    timeout: None waits forever; 0 never waits (lockq_try: LockTimeout if
+    the lock is held or anybody queues for it); otherwise LockTimeout after
+    that many seconds.  heartbeat: the wait's liveness bound on the server
+    (at least 0.1 s).  owner: default unique per lease.  cancel: a
+    threading.Event that ends the wait with LockCancelled."""
+    return Lease(_source(source), lock_id, ttl=ttl, timeout=timeout, heartbeat=heartbeat,
+                 owner=owner, auto_renew=auto_renew, cancel=cancel)
+
+
+class Lease:
+    """A lease on one lock: a context manager that acquires on entry and
+    releases on exit (also when the block raises).  Exiting normally after
+    the lease was lost raises LockLost.
+
+    token: the fencing token (an int), for lockq_holds in your writes.
+    lost: a threading.Event set when the lease is lost.
+    held: the lease is valid (not lost, local deadline ahead)."""
+
+    def __init__(self, src, lock_id, *, ttl, timeout, heartbeat, owner, auto_renew, cancel):
+        check_name("lock id", lock_id)
+        self.owner = new_owner() if owner is None else owner
+        check_name("owner", self.owner)
+        self.lock_id = lock_id
+        self.token = None
+        self.lost = threading.Event()
+        self._src = src
+        self._ttl = check_duration("ttl", ttl)
+        self._heartbeat = check_duration("heartbeat", heartbeat, 0.1)
+        self._timeout = None if timeout is None else check_duration("timeout", timeout, 0)
+        self._auto_renew = auto_renew
+        self._cancel = cancel
+        self._mu = threading.Lock()     # _deadline, lost, _done
+        self._deadline = 0.0
+        self._done = False
+        self._wake = threading.Event()  # a notice came while waiting
+        self._kick = threading.Event()  # wakes the renewal thread
+        self._verify = False            # a "lost" notice: ask the server
+
+    def __enter__(self):
+        return self.acquire()
+
+    def __exit__(self, exc_type, exc, tb):
+        try:
+            ok = self.release()
+        except Exception:
+            if exc_type is None:
+                raise
+            return False        # the block's own error matters more
+        return after_release(self, ok, exc_type)
+
+    @property
+    def held(self):
+        with self._mu:
+            return (self.token is not None and not self._done and not self.lost.is_set()
+                    and monotonic() < self._deadline)
+
+    def check(self):
+        """Raises LockLost unless the lease is held."""
+        if not self.held:
+            raise LockLost("the lease on %r is not held" % self.lock_id)
+
+    def acquire(self):
+        """Waits for the lock (see lock()); returns self."""
+        if self.token is not None:
+            raise RuntimeError("a Lease is acquired once")
+        self._src.hub.register(self)
+        try:
+            token, sent = self._try() if self._timeout == 0 else self._wait()
+        except BaseException:
+            self._src.hub.unregister(self)
+            raise
+        self.token = token
+        self._deadline = sent + self._ttl
+        _watchdog.arm(self)
+        threading.Thread(target=self._keep, name="lockq-renew", daemon=True).start()
+        return self
+
+    def release(self):
+        """Releases the lock; True if the lease was still held until then."""
+        if self.token is None:
+            return False
+        held = self.held
+        with self._mu:
+            self._done = True
+        self._kick.set()
+        _watchdog.disarm(self)
+        self._src.hub.unregister(self)
+        released = self._run("release", self.lock_id, self.owner, self.token)
+        return held and released
+
+    # --- waiting ---------------------------------------------------------
+
+    def _run(self, name, *params):
+        return self._src.run(name, params)
+
+    def _try(self):
+        sent = monotonic()
+        token = self._run("try", self.lock_id, self.owner, self._ttl)
+        if token is None:
+            raise LockTimeout("lock %r is not available" % self.lock_id)
+        return token, sent
+
+    def _enqueue(self):
+        return self._run("enqueue", self.lock_id, self.owner, self._ttl,
+                         self._src.hub.channel, self._heartbeat)
+
+    def _poll(self):
+        """One heartbeat: the token once granted, else None.  A wait the
+        server dropped (55000: missed heartbeats, or a grant not picked up
+        in time) queues again, at the back."""
+        self._wake.clear()
+        try:
+            return self._run("heartbeat", self.lock_id, self.owner)
+        except errors.ObjectNotInPrerequisiteState:
+            return self._enqueue()
+
+    def _wait(self):
+        give_up = None if self._timeout is None else monotonic() + self._timeout
+        sent = monotonic()
+        token = self._enqueue()
+        try:
+            while token is None:
+                now = monotonic()
+                if self._cancel is not None and self._cancel.is_set():
+                    raise LockCancelled("the wait for lock %r was cancelled" % self.lock_id)
+                if give_up is not None and now >= give_up:
+                    raise LockTimeout("lock %r was not granted within %g s"
+                                      % (self.lock_id, self._timeout))
+                if self._wake.is_set() or now >= sent + self._heartbeat / 3:
+                    sent = monotonic()
+                    token = self._poll()
+                    continue
+                self._sleep(sent + self._heartbeat / 3, give_up)
+        except BaseException:
+            self._withdraw()
+            raise
+        return token, sent
+
+    def _sleep(self, until, give_up):
+        now = monotonic()
+        if give_up is not None:
+            until = min(until, give_up)
+        if self._cancel is not None:
+            until = min(until, now + _CANCEL_POLL)
+        self._wake.wait(max(0.0, until - now))
+
+    def _withdraw(self):
+        """Leaves the queue, releasing a grant that raced with us.  If the
+        server cannot be told, it drops us after the heartbeat interval."""
+        try:
+            self._run("cancel", self.lock_id, self.owner)
+        except (psycopg.Error, OSError):
+            pass
+
+    # --- holding ---------------------------------------------------------
+
+    def _notice(self, notice):
+        """From the hub: a notice about this lease (any thread)."""
+        if notice.event == "lost":
+            self._verify = True
+            self._kick.set()
+        self._wake.set()
+
+    def _keep(self):
+        """The renewal thread: renews every ttl/3 and checks lost notices."""
+        next_renew = self._deadline - self._ttl * 2 / 3 if self._auto_renew else float("inf")
+        while True:
+            self._kick.wait(max(0.0, min(next_renew - monotonic(), 3600)))
+            self._kick.clear()
+            with self._mu:
+                if self._done or self.lost.is_set():
+                    return
+            if self._verify:
+                self._verify = False
+                self._check_holds()
+            elif monotonic() >= next_renew:
+                next_renew = self._renew()
+
+    def _check_holds(self):
+        try:
+            if not self._run("holds", self.lock_id, self.token):
+                self._lose()
+        except (psycopg.Error, OSError):
+            self._verify = True     # ask again at the next renewal
+
+    def _renew(self):
+        """Renews once; returns when to renew next.  A failed attempt is
+        tried again soon: the local deadline decides when the lease is lost."""
+        sent = monotonic()
+        try:
+            renewed = self._run("renew", self.lock_id, self.owner, self.token, self._ttl)
+        except (psycopg.Error, OSError):
+            return monotonic() + min(self._ttl / 10, 1.0)
+        if not renewed:
+            self._lose()
+        elif not self._extend(sent + self._ttl):
+            self._release_quietly()     # renewed after we had given it up
+        return sent + self._ttl / 3
+
+    def _extend(self, deadline):
+        with self._mu:
+            if self._done or self.lost.is_set() or monotonic() >= self._deadline:
+                return False
+            self._deadline = deadline
+            return True
+
+    def _release_quietly(self):
+        try:
+            self._run("release", self.lock_id, self.owner, self.token)
+        except (psycopg.Error, OSError):
+            pass
+
+    def _lose(self):
+        with self._mu:
+            if not self._done:
+                self.lost.set()
+        _watchdog.disarm(self)
+
+    def _expire(self):
+        """From the watchdog: the local deadline passed."""
+        with self._mu:
+            if not self._done and monotonic() >= self._deadline:
+                self.lost.set()
+        self._kick.set()

@@ -1,0 +1,428 @@
+"""lockq from asyncio: ``async with lockq.aio.lock(conn_or_pool, "name") as lease``.
+
+The same protocol as the threaded client (lockq._sync: client-side wait
+over LISTEN/NOTIFY with heartbeats, renewals every ttl/3, a local deadline
+on the monotonic clock), with tasks instead of threads:
+
+* the lease's renewal task renews it and checks ``lost`` notices with
+  lockq_holds;
+* its local deadline is a loop timer (call_later), which no statement can
+  hold up: ``lease.lost`` (an asyncio.Event) is set when it passes without
+  a confirmed renewal;
+* cancelling the task that waits (task.cancel(), asyncio.timeout) leaves
+  the queue with lockq_cancel and raises CancelledError as usual.
+
+Sources: an AsyncConnection in autocommit mode (every statement runs on
+it; a lease reads its notifications while it is idle, every 50 ms while
+waiting and every 0.5 s while holding, taking the connection's lock only
+for that read, never for a wait), or an AsyncConnectionPool (each statement
+borrows a connection; one listener connection per pool, outside its size,
+reads the notices of all leases).
+"""
+
+import asyncio
+import weakref
+from time import monotonic
+
+import psycopg
+from psycopg import errors, sql
+
+from ._protocol import (DEFAULT_HEARTBEAT, DEFAULT_TTL, SCHEMA_QUERY, after_release, LockLost,
+                        LockTimeout, check_duration, check_name, new_channel,
+                        new_owner, not_installed, parse_notice, statements)
+
+try:
+    from psycopg_pool import AsyncConnectionPool
+except ImportError:             # the pool package is optional
+    AsyncConnectionPool = None
+
+_RECONNECT_DELAY = 0.5
+_LISTEN_POLL = 1.0              # how often the pool listener looks at pool.closed
+_WAIT_POLL = 0.05               # how often a waiting lease reads its connection
+_HOLD_POLL = 0.5                # and a held one, for "lost" notices
+
+__all__ = ["lock", "Lease"]
+
+
+async def _schema(conn):
+    row = await (await conn.execute(SCHEMA_QUERY)).fetchone()
+    if row is None:
+        raise not_installed()
+    return row[0]
+
+
+async def _listen(conn, channel):
+    await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
+
+
+async def _next_notify(conn, timeout):
+    """The next notification on conn within timeout, or None.  (psycopg
+    3.1's notifies() has no timeout.  A timeout cancels the read while it
+    waits for input, so no notification that came is dropped.)"""
+    gen = conn.notifies()
+    try:
+        return await asyncio.wait_for(gen.__anext__(), timeout)
+    except asyncio.TimeoutError:
+        return None
+    finally:
+        await gen.aclose()
+
+
+class _Hub:
+    """The leases waiting or held through one source, by (lock id, owner)."""
+
+    def __init__(self):
+        self.channel = new_channel()
+        self._leases = {}
+
+    def register(self, lease):
+        self._leases[(lease.lock_id, lease.owner)] = lease
+
+    def unregister(self, lease):
+        self._leases.pop((lease.lock_id, lease.owner), None)
+
+    def dispatch(self, channel, payload):
+        notice = parse_notice(payload) if channel == self.channel else None
+        lease = notice and self._leases.get((notice.lock_id, notice.owner))
+        if lease is not None:
+            lease._notice(notice)
+
+    def wake_all(self):
+        for lease in self._leases.values():
+            lease._wake.set()
+
+
+class _ConnSource:
+    """An AsyncConnection of the caller's, used for everything; its notices
+    are read by the statements and by the leases' idle polls."""
+
+    polled = True
+
+    @classmethod
+    async def create(cls, conn):
+        if not conn.autocommit:
+            raise ValueError("lockq needs a connection in autocommit mode (its LISTEN "
+                             "must commit), or an AsyncConnectionPool")
+        self = cls()
+        self.conn = conn
+        self.hub = _Hub()
+        self.stmts = statements(await _schema(conn))
+        conn.add_notify_handler(lambda n: self.hub.dispatch(n.channel, n.payload))
+        await _listen(conn, self.hub.channel)
+        return self
+
+    async def run(self, name, params):
+        return (await (await self.conn.execute(self.stmts[name], params)).fetchone())[0]
+
+    async def drain(self):
+        """Hands the notices that have come to the hub, without waiting."""
+        async with self.conn.lock:
+            pgconn = self.conn.pgconn
+            pgconn.consume_input()
+            while (n := pgconn.notifies()) is not None:
+                self.hub.dispatch(n.relname.decode(), n.extra)
+
+
+class _PoolSource:
+    """An AsyncConnectionPool: statements on borrowed connections, notices
+    on a listener connection of our own (a task)."""
+
+    polled = False
+
+    @classmethod
+    async def create(cls, pool):
+        self = cls()
+        self.pool = pool
+        self.hub = _Hub()
+        async with pool.connection() as conn:
+            self.stmts = statements(await _schema(conn))
+        self._conn = await self._connect()
+        self._task = asyncio.get_running_loop().create_task(self._listen_loop())
+        return self
+
+    async def _connect(self):
+        conn = await psycopg.AsyncConnection.connect(
+            self.pool.conninfo, **{**self.pool.kwargs, "autocommit": True})
+        await _listen(conn, self.hub.channel)
+        return conn
+
+    async def run(self, name, params):
+        async with self.pool.connection() as conn:
+            return (await (await conn.execute(self.stmts[name], params)).fetchone())[0]
+
+    async def drain(self):
+        """Nothing to do: the listener hands notices over as they come."""
+
+    async def _listen_loop(self):
+        """Hands notices to the hub until the pool closes; reconnects (and
+        wakes every waiter, whose notices may have been lost)."""
+        try:
+            while not self.pool.closed:
+                try:
+                    if self._conn is None:
+                        self._conn = await self._connect()
+                        self.hub.wake_all()
+                    n = await _next_notify(self._conn, _LISTEN_POLL)
+                    if n is not None:
+                        self.hub.dispatch(n.channel, n.payload)
+                except (psycopg.Error, OSError):
+                    await self._close()
+                    await asyncio.sleep(_RECONNECT_DELAY)
+        finally:
+            await self._close()
+
+    async def _close(self):
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            await conn.close()
+
+
+_sources = weakref.WeakKeyDictionary()
+
+
+async def _source(obj):
+    """The (cached) source for a connection or pool.  The dictionary holds
+    the future that makes it, so concurrent first uses share one."""
+    fut = _sources.get(obj)
+    if fut is None:
+        if isinstance(obj, psycopg.AsyncConnection):
+            make = _ConnSource.create(obj)
+        elif AsyncConnectionPool is not None and isinstance(obj, AsyncConnectionPool):
+            make = _PoolSource.create(obj)
+        else:
+            raise TypeError("lockq.aio.lock needs a psycopg.AsyncConnection or a "
+                            "psycopg_pool.AsyncConnectionPool, not %r" % type(obj).__name__)
+        fut = _sources[obj] = asyncio.ensure_future(make)
+    try:
+        return await asyncio.shield(fut)
+    except Exception:
+        if _sources.get(obj) is fut:
+            del _sources[obj]
+        raise
+
+
+def lock(source, lock_id, *, ttl=DEFAULT_TTL, timeout=None, heartbeat=DEFAULT_HEARTBEAT,
+         owner=None, auto_renew=True):
+    """A lease on lock_id, taken when the async with-block is entered.
+    Arguments as lockq.lock; cancel the waiting task to cancel the wait."""
+    return Lease(source, lock_id, ttl=ttl, timeout=timeout, heartbeat=heartbeat,
+                 owner=owner, auto_renew=auto_renew)
+
+
+class Lease:
+    """A lease on one lock: an async context manager that acquires on entry
+    and releases on exit (also when the block raises or is cancelled).
+    Exiting normally after the lease was lost raises LockLost.
+
+    token: the fencing token (an int).  lost: an asyncio.Event set when the
+    lease is lost.  held: the lease is valid."""
+
+    def __init__(self, source, lock_id, *, ttl, timeout, heartbeat, owner, auto_renew):
+        check_name("lock id", lock_id)
+        self.owner = new_owner() if owner is None else owner
+        check_name("owner", self.owner)
+        self.lock_id = lock_id
+        self.token = None
+        self.lost = asyncio.Event()
+        self._source_obj = source
+        self._src = None
+        self._ttl = check_duration("ttl", ttl)
+        self._heartbeat = check_duration("heartbeat", heartbeat, 0.1)
+        self._timeout = None if timeout is None else check_duration("timeout", timeout, 0)
+        self._auto_renew = auto_renew
+        self._deadline = 0.0
+        self._done = False
+        self._timer = None
+        self._keeper = None
+        self._wake = asyncio.Event()    # a notice came while waiting
+        self._kick = asyncio.Event()    # wakes the renewal task
+        self._verify = False            # a "lost" notice: ask the server
+
+    async def __aenter__(self):
+        return await self.acquire()
+
+    async def __aexit__(self, exc_type, exc, tb):
+        try:
+            ok = await asyncio.shield(self.release())
+        except Exception:
+            if exc_type is None:
+                raise
+            return False        # the block's own error matters more
+        return after_release(self, ok, exc_type)
+
+    @property
+    def held(self):
+        return (self.token is not None and not self._done and not self.lost.is_set()
+                and monotonic() < self._deadline)
+
+    def check(self):
+        """Raises LockLost unless the lease is held."""
+        if not self.held:
+            raise LockLost("the lease on %r is not held" % self.lock_id)
+
+    async def acquire(self):
+        """Waits for the lock; returns self."""
+        if self.token is not None:
+            raise RuntimeError("a Lease is acquired once")
+        self._src = await _source(self._source_obj)
+        self._src.hub.register(self)
+        try:
+            token, sent = await (self._try() if self._timeout == 0 else self._wait())
+        except BaseException:
+            self._src.hub.unregister(self)
+            raise
+        self.token = token
+        self._set_deadline(sent + self._ttl)
+        self._keeper = asyncio.get_running_loop().create_task(self._keep())
+        return self
+
+    async def release(self):
+        """Releases the lock; True if the lease was still held until then."""
+        if self.token is None:
+            return False
+        held = self.held
+        self._done = True
+        self._timer.cancel()
+        self._kick.set()
+        self._src.hub.unregister(self)
+        released = await self._run("release", self.lock_id, self.owner, self.token)
+        return held and released
+
+    # --- waiting ---------------------------------------------------------
+
+    async def _run(self, name, *params):
+        return await self._src.run(name, params)
+
+    async def _try(self):
+        sent = monotonic()
+        token = await self._run("try", self.lock_id, self.owner, self._ttl)
+        if token is None:
+            raise LockTimeout("lock %r is not available" % self.lock_id)
+        return token, sent
+
+    async def _enqueue(self):
+        return await self._run("enqueue", self.lock_id, self.owner, self._ttl,
+                               self._src.hub.channel, self._heartbeat)
+
+    async def _poll(self):
+        """One heartbeat: the token once granted, else None; a wait the
+        server dropped (55000) queues again, at the back."""
+        self._wake.clear()
+        try:
+            return await self._run("heartbeat", self.lock_id, self.owner)
+        except errors.ObjectNotInPrerequisiteState:
+            return await self._enqueue()
+
+    async def _wait(self):
+        give_up = None if self._timeout is None else monotonic() + self._timeout
+        sent = monotonic()
+        token = await self._enqueue()
+        try:
+            while token is None:
+                now = monotonic()
+                if give_up is not None and now >= give_up:
+                    raise LockTimeout("lock %r was not granted within %g s"
+                                      % (self.lock_id, self._timeout))
+                if self._wake.is_set() or now >= sent + self._heartbeat / 3:
+                    sent = monotonic()
+                    token = await self._poll()
+                    continue
+                until = sent + self._heartbeat / 3
+                if give_up is not None:
+                    until = min(until, give_up)
+                await self._pause(until - now, _WAIT_POLL)
+        except BaseException:
+            await asyncio.shield(self._withdraw())
+            raise
+        return token, sent
+
+    async def _pause(self, timeout, poll):
+        """Waits up to timeout for a notice (self._kick or self._wake is set
+        by the hub); a connection source is read every poll seconds."""
+        if self._src.polled:
+            try:
+                await self._src.drain()
+            except (psycopg.Error, OSError):
+                pass            # broken: the next statement says so
+            timeout = min(timeout, poll)
+        event = self._kick if self.token is not None else self._wake
+        try:
+            await asyncio.wait_for(event.wait(), max(0.0, timeout))
+        except asyncio.TimeoutError:
+            pass
+
+    async def _withdraw(self):
+        """Leaves the queue, releasing a grant that raced with us."""
+        try:
+            await self._run("cancel", self.lock_id, self.owner)
+        except (psycopg.Error, OSError):
+            pass
+
+    # --- holding ---------------------------------------------------------
+
+    def _notice(self, notice):
+        if notice.event == "lost":
+            self._verify = True
+            self._kick.set()
+        self._wake.set()
+
+    def _set_deadline(self, deadline):
+        if self._timer is not None:
+            self._timer.cancel()
+        self._deadline = deadline
+        self._timer = asyncio.get_running_loop().call_later(
+            max(0.0, deadline - monotonic()), self._expire)
+
+    def _expire(self):
+        if not self._done and monotonic() >= self._deadline:
+            self.lost.set()
+            self._kick.set()
+
+    def _lose(self):
+        if not self._done:
+            self.lost.set()
+            self._timer.cancel()
+
+    async def _keep(self):
+        """Renews every ttl/3 and checks lost notices, until released or lost."""
+        next_renew = self._deadline - self._ttl * 2 / 3 if self._auto_renew else float("inf")
+        while not self._done and not self.lost.is_set():
+            await self._pause(min(next_renew - monotonic(), 3600), _HOLD_POLL)
+            self._kick.clear()
+            if self._done or self.lost.is_set():
+                return
+            if self._verify:
+                self._verify = False
+                await self._check_holds()
+            elif monotonic() >= next_renew:
+                next_renew = await self._renew()
+
+    async def _check_holds(self):
+        try:
+            if not await self._run("holds", self.lock_id, self.token):
+                self._lose()
+        except (psycopg.Error, OSError):
+            self._verify = True
+
+    async def _renew(self):
+        """Renews once; returns when to renew next.  A failed attempt is
+        tried again soon: the local deadline decides when the lease is lost."""
+        sent = monotonic()
+        try:
+            renewed = await self._run("renew", self.lock_id, self.owner, self.token, self._ttl)
+        except (psycopg.Error, OSError):
+            return monotonic() + min(self._ttl / 10, 1.0)
+        if not renewed:
+            self._lose()
+        elif self._done or self.lost.is_set() or monotonic() >= self._deadline:
+            if not self._done:          # renewed after we had given it up
+                await self._release_quietly()
+        else:
+            self._set_deadline(sent + self._ttl)
+        return sent + self._ttl / 3
+
+    async def _release_quietly(self):
+        try:
+            await self._run("release", self.lock_id, self.owner, self.token)
+        except (psycopg.Error, OSError):
+            pass

@@ -1,0 +1,161 @@
+"""lockq.aio.lock against a real server: the asyncio variant's FIFO,
+timeout, task cancellation, renewals, lost leases, fencing and release on
+exceptions, with a connection and with a pool."""
+
+import asyncio
+import unittest
+
+import psycopg
+from psycopg_pool import AsyncConnectionPool
+
+import lockq
+from support import DSN, LockqTestCase
+
+
+class AioTest(LockqTestCase):
+
+    def run_async(self, coro):
+        return asyncio.run(asyncio.wait_for(coro, 60))
+
+    async def pool(self, size=2):
+        pool = AsyncConnectionPool(DSN, min_size=1, max_size=size)
+        await pool.open()
+        return pool
+
+    async def wait_for_waiters_async(self, lock_id, n):
+        await asyncio.to_thread(self.wait_for_waiters, lock_id, n)
+
+    def take(self, lock_id):
+        self.assertIsNotNone(self.value("SELECT lockq_try(%s, 'holder', '1 hour')", (lock_id,)))
+
+    def give(self, lock_id):
+        self.assertTrue(self.value("SELECT lockq_release(%s, 'holder')", (lock_id,)))
+
+    def test_fifo_pool_and_connections(self):
+        async def main():
+            pool = await self.pool()
+            conns = [await psycopg.AsyncConnection.connect(DSN, autocommit=True)
+                     for _ in range(2)]
+            self.take(self.name)
+            order = []
+
+            async def waiter(i, src):
+                async with lockq.aio.lock(src, self.name, timeout=30) as lease:
+                    order.append((i, lease.token))
+
+            sources = [pool, conns[0], pool, conns[1], pool]
+            tasks = []
+            for i, src in enumerate(sources):
+                tasks.append(asyncio.create_task(waiter(i, src)))
+                await self.wait_for_waiters_async(self.name, i + 1)
+            self.give(self.name)
+            await asyncio.gather(*tasks)
+            for c in conns:
+                await c.close()
+            await pool.close()
+            return order
+
+        order = self.run_async(main())
+        self.assertEqual([i for i, _ in order], list(range(5)), "arrival order")
+        self.assertEqual([t for _, t in order], sorted(t for _, t in order))
+
+    def test_timeout_and_cancel(self):
+        async def main():
+            pool = await self.pool()
+            self.take(self.name)
+            with self.assertRaises(lockq.LockTimeout):
+                async with lockq.aio.lock(pool, self.name, timeout=0.3):
+                    self.fail("granted")
+            task = asyncio.create_task(lockq.aio.lock(pool, self.name).acquire())
+            await self.wait_for_waiters_async(self.name, 1)
+            task.cancel()
+            with self.assertRaises(asyncio.CancelledError):
+                await task
+            await self.wait_for_waiters_async(self.name, 0)
+            self.give(self.name)
+            await pool.close()
+
+        self.run_async(main())
+
+    def test_auto_renew_keeps_a_short_lease(self):
+        async def main():
+            conn = await psycopg.AsyncConnection.connect(DSN, autocommit=True)
+            async with lockq.aio.lock(conn, self.name, ttl=1.5) as lease:
+                await asyncio.sleep(4)
+                self.assertTrue(lease.held)
+                self.assertTrue(self.holds(self.name, lease.token))
+            self.assertIsNone(self.holder(self.name))
+            await conn.close()
+
+        self.run_async(main())
+
+    def test_lost_when_an_administrator_takes_it(self):
+        async def main():
+            pool = await self.pool()
+            conn = await psycopg.AsyncConnection.connect(DSN, autocommit=True)
+            for src in (pool, conn):
+                with self.assertRaises(lockq.LockLost):
+                    async with lockq.aio.lock(src, self.name, ttl=60) as lease:
+                        self.value("SELECT lockq_force_release(%s)", (self.name,))
+                        await asyncio.wait_for(lease.lost.wait(), 10)
+                        self.assertFalse(lease.held)
+            await conn.close()
+            await pool.close()
+
+        self.run_async(main())
+
+    def test_lost_when_stolen_after_expiry(self):
+        async def main():
+            pool = await self.pool()
+            lease = await lockq.aio.lock(pool, self.name, ttl=0.5, auto_renew=False).acquire()
+            await asyncio.to_thread(self.value, "SELECT lockq_get(%s, 'holder', "
+                                    "timeout => '10 s')", (self.name,))
+            await asyncio.wait_for(lease.lost.wait(), 10)
+            self.assertFalse(await lease.release())
+            self.give(self.name)
+            await pool.close()
+
+        self.run_async(main())
+
+    def test_release_on_exception(self):
+        async def main():
+            pool = await self.pool()
+            with self.assertRaises(ZeroDivisionError):
+                async with lockq.aio.lock(pool, self.name):
+                    1 / 0
+            self.assertIsNone(self.holder(self.name))
+            await pool.close()
+
+        self.run_async(main())
+
+    def test_fenced_counter_exact(self):
+        table = "counter_aio"
+        self.admin.execute(f"CREATE TABLE {table} (n int)")
+        self.addCleanup(self.admin.execute, f"DROP TABLE {table}")
+        self.admin.execute(f"INSERT INTO {table} VALUES (0)")
+
+        async def worker(pool, failures):
+            for _ in range(25):
+                async with lockq.aio.lock(pool, self.name, ttl=10, timeout=30) as lease:
+                    async with pool.connection() as c, c.transaction():
+                        n = (await (await c.execute(f"SELECT n FROM {table}")).fetchone())[0]
+                        await asyncio.sleep(0)      # let the others run in between
+                        cur = await c.execute(
+                            f"UPDATE {table} SET n = %s WHERE lockq_holds(%s, %s)",
+                            (n + 1, self.name, lease.token))
+                        if cur.rowcount != 1:
+                            failures.append(lease.token)
+
+        async def main():
+            pool = await self.pool(4)
+            failures = []
+            await asyncio.gather(*(worker(pool, failures) for _ in range(4)))
+            await pool.close()
+            return failures
+
+        self.assertEqual(self.run_async(main()), [])
+        self.assertEqual(self.value(f"SELECT n FROM {table}"), 100, "no lost update")
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,221 @@
+"""lockq.lock against a real server: FIFO, timeout, cancel, renewals, lost
+leases, fencing, release on exceptions, with a connection and with a pool."""
+
+import threading
+import time
+import unittest
+
+import psycopg
+from psycopg_pool import ConnectionPool
+
+import lockq
+from support import DSN, LockqTestCase
+
+
+class SyncTest(LockqTestCase):
+
+    def setUp(self):
+        super().setUp()
+        # small on purpose: waiting must not keep a pooled connection
+        self.pool = ConnectionPool(DSN, min_size=1, max_size=2, open=True)
+        self.addCleanup(self.pool.close)
+
+    def take(self, lock_id, owner="holder"):
+        """The other side: owner takes lock_id from SQL for an hour."""
+        self.assertIsNotNone(self.value("SELECT lockq_try(%s, %s, '1 hour')", (lock_id, owner)))
+
+    def give(self, lock_id, owner="holder"):
+        self.assertTrue(self.value("SELECT lockq_release(%s, %s)", (lock_id, owner)))
+
+    def start(self, target):
+        t = threading.Thread(target=target)
+        t.start()
+        self.addCleanup(t.join, 30)
+        return t
+
+    def test_fifo_with_a_pool_of_two(self):
+        self.take(self.name)
+        order = []
+
+        def waiter(i):
+            with lockq.lock(self.pool, self.name, timeout=30) as lease:
+                with self.pool.connection() as c:      # the body needs one too
+                    c.execute("SELECT 1")
+                order.append((i, lease.token))
+
+        threads = []
+        for i in range(5):
+            threads.append(self.start(lambda i=i: waiter(i)))
+            self.wait_for_waiters(self.name, i + 1)
+        self.give(self.name)
+        for t in threads:
+            t.join(30)
+        self.assertEqual([i for i, _ in order], list(range(5)), "granted in arrival order")
+        tokens = [tok for _, tok in order]
+        self.assertEqual(tokens, sorted(tokens), "tokens increase")
+
+    def test_fifo_with_connections_and_an_sql_waiter(self):
+        self.take(self.name)
+        order = []
+        conns = [psycopg.connect(DSN, autocommit=True) for _ in range(2)]
+        for c in conns:
+            self.addCleanup(c.close)
+
+        def waiter(i, conn):
+            with lockq.lock(conn, self.name, timeout=30):
+                order.append(i)
+
+        t0 = self.start(lambda: waiter(0, conns[0]))
+        self.wait_for_waiters(self.name, 1)
+        sql = psycopg.connect(DSN, autocommit=True)     # a blocking lockq_get
+        self.addCleanup(sql.close)
+        t1 = self.start(lambda: order.append(sql.execute(
+            "SELECT lockq_release(%s, 'sqlw', lockq_get(%s, 'sqlw', timeout => '30 s'))",
+            (self.name, self.name)).fetchone() and 1))
+        self.wait_for_waiters(self.name, 2)
+        t2 = self.start(lambda: waiter(2, conns[1]))
+        self.wait_for_waiters(self.name, 3)
+        self.give(self.name)
+        for t in (t0, t1, t2):
+            t.join(30)
+        self.assertEqual(order, [0, 1, 2], "one queue with lockq_get callers")
+
+    def test_timeout(self):
+        self.take(self.name)
+        t0 = time.monotonic()
+        with self.assertRaises(lockq.LockTimeout):
+            with lockq.lock(self.pool, self.name, timeout=0.5):
+                self.fail("granted")
+        self.assertGreaterEqual(time.monotonic() - t0, 0.5)
+        self.give(self.name)
+
+    def test_timeout_zero_never_queues(self):
+        self.take(self.name)
+        self.take(self.name + "q", "q")
+        with self.assertRaises(lockq.LockTimeout):
+            lockq.lock(self.pool, self.name, timeout=0).acquire()
+        self.give(self.name)
+        with lockq.lock(self.pool, self.name, timeout=0) as lease:
+            self.assertTrue(self.holds(self.name, lease.token))
+        self.give(self.name + "q", "q")
+
+    def test_cancel(self):
+        self.take(self.name)
+        cancel = threading.Event()
+        raised = []
+
+        def waiter():
+            try:
+                lockq.lock(self.pool, self.name, cancel=cancel).acquire()
+            except lockq.LockCancelled as e:
+                raised.append(e)
+
+        t = self.start(waiter)
+        self.wait_for_waiters(self.name, 1)
+        cancel.set()
+        t.join(30)
+        self.assertEqual(len(raised), 1, "LockCancelled")
+        self.wait_for_waiters(self.name, 0)
+        self.give(self.name)
+
+    def test_heartbeats_keep_a_long_wait(self):
+        self.take(self.name)
+        dropped = self.value("SELECT dropped_waiters FROM lockq_stats")
+        got = []
+        t = self.start(lambda: got.append(
+            lockq.lock(self.pool, self.name, heartbeat=0.6).acquire()))
+        self.wait_for_waiters(self.name, 1)
+        time.sleep(2.0)                 # over three heartbeat intervals
+        self.wait_for_waiters(self.name, 1)
+        self.give(self.name)
+        t.join(30)
+        self.assertTrue(got[0].held)
+        self.assertTrue(got[0].release())
+        self.assertEqual(self.value("SELECT dropped_waiters FROM lockq_stats"), dropped)
+
+    def test_auto_renew_keeps_a_short_lease(self):
+        with lockq.lock(self.pool, self.name, ttl=1.5) as lease:
+            token = lease.token
+            time.sleep(4)
+            self.assertTrue(lease.held)
+            self.assertFalse(lease.lost.is_set())
+            self.assertTrue(self.holds(self.name, token), "the server agrees")
+        self.assertEqual(lease.token, token)
+        self.assertIsNone(self.holder(self.name), "released on exit")
+
+    def assert_lost(self, lease):
+        self.assertTrue(lease.lost.wait(10), "lease.lost is set")
+        self.assertFalse(lease.held)
+        with self.assertRaises(lockq.LockLost):
+            lease.check()
+
+    def test_lost_when_an_administrator_takes_it_pool(self):
+        with self.assertRaises(lockq.LockLost):
+            with lockq.lock(self.pool, self.name, ttl=60) as lease:
+                self.assertTrue(self.value("SELECT lockq_force_release(%s)", (self.name,)))
+                self.assert_lost(lease)
+
+    def test_lost_when_an_administrator_takes_it_connection(self):
+        conn = psycopg.connect(DSN, autocommit=True)
+        self.addCleanup(conn.close)
+        with self.assertRaises(lockq.LockLost):
+            with lockq.lock(conn, self.name, ttl=60) as lease:
+                self.assertTrue(self.value("SELECT lockq_force_release(%s)", (self.name,)))
+                self.assert_lost(lease)
+
+    def test_lost_when_stolen_after_expiry(self):
+        lease = lockq.lock(self.pool, self.name, ttl=0.5, auto_renew=False).acquire()
+        self.assertIsNotNone(self.value("SELECT lockq_get(%s, 'thief', timeout => '10 s')",
+                                        (self.name,)))
+        self.assert_lost(lease)
+        self.assertFalse(lease.release(), "release after loss says so")
+        self.give(self.name, "thief")
+
+    def test_release_on_exception(self):
+        with self.assertRaises(ZeroDivisionError):
+            with lockq.lock(self.pool, self.name) as lease:
+                self.assertEqual(self.holder(self.name), lease.owner)
+                1 / 0
+        self.assertIsNone(self.holder(self.name))
+
+    def test_fenced_counter_exact(self):
+        table = "counter_sync"
+        self.admin.execute(f"CREATE TABLE {table} (n int)")
+        self.addCleanup(self.admin.execute, f"DROP TABLE {table}")
+        self.admin.execute(f"INSERT INTO {table} VALUES (0)")
+        pool = ConnectionPool(DSN, min_size=4, max_size=4, open=True)
+        self.addCleanup(pool.close)
+        failures = []
+
+        def worker():
+            for _ in range(25):
+                with lockq.lock(pool, self.name, ttl=10, timeout=30) as lease:
+                    with pool.connection() as c, c.transaction():
+                        n = c.execute(f"SELECT n FROM {table}").fetchone()[0]
+                        cur = c.execute(f"UPDATE {table} SET n = %s WHERE lockq_holds(%s, %s)",
+                                        (n + 1, self.name, lease.token))
+                        if cur.rowcount != 1:
+                            failures.append(lease.token)
+
+        threads = [self.start(worker) for _ in range(4)]
+        for t in threads:
+            t.join(60)
+        self.assertEqual(failures, [])
+        self.assertEqual(self.value(f"SELECT n FROM {table}"), 100, "no lost update")
+
+    def test_no_search_path_needed(self):
+        conn = psycopg.connect(DSN, autocommit=True)
+        self.addCleanup(conn.close)
+        conn.execute("SET search_path = ''")
+        with lockq.lock(conn, self.name) as lease:
+            self.assertEqual(self.holder(self.name), lease.owner)
+
+    def test_connection_must_autocommit(self):
+        conn = psycopg.connect(DSN)
+        self.addCleanup(conn.close)
+        with self.assertRaises(ValueError):
+            lockq.lock(conn, self.name)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,65 @@
+# The Node.js client (client/node/lockq.js) against a real server: pg is
+# installed with npm ci from client/node/package-lock.json into a copy of
+# the module under this test's temporary directory, then its node:test
+# suite (client/node/test) runs against a fresh node, and every test case
+# becomes an assertion here.
+use strict;
+use warnings;
+
+use File::Copy qw(copy);
+use File::Path qw(make_path);
+use IPC::Run;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use LockqTest;
+
+my $node_version = `node --version 2>/dev/null` // '';
+require_tool(
+	$node_version =~ /^v(\d+)/ && $1 >= 18 && system('npm --version >/dev/null 2>&1') == 0,
+	'Node.js 18 or later and npm (nodejs, npm)');
+
+my $src = "$ENV{TESTDIR}/client/node";
+my $dir = PostgreSQL::Test::Utils::tempdir() . '/node';
+make_path("$dir/test");
+copy("$src/$_", "$dir/$_") or die "copy $_: $!"
+  for qw(lockq.js package.json package-lock.json test/lockq.test.js);
+
+# npm ci: exactly the versions of the lock file, from the registry
+my ($out, $err) = ('', '');
+my $npm_env = sub {
+	chdir $dir or die "chdir $dir: $!";
+	$ENV{npm_config_cache} = "$dir/.npm";
+	$ENV{npm_config_update_notifier} = 'false';
+};
+IPC::Run::run([ 'npm', 'ci', '--no-audit', '--no-fund', '--ignore-scripts' ],
+	'>', \$out, '2>', \$err, init => $npm_env,
+	IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default));
+is($? >> 8, 0, 'npm ci installs pg') or diag($out . $err);
+
+my $node = lockq_node('nodejs');
+(my $host = $node->host) =~ s{/}{%2F}g;
+my $dsn = sprintf('postgresql://%s:%d/postgres', $host, $node->port);
+
+($out, $err) = ('', '');
+IPC::Run::run([ 'node', '--test', '--test-reporter=tap', 'test/' ],
+	'>', \$out, '2>', \$err,
+	init => sub { $npm_env->(); $ENV{LOCKQ_TEST_DSN} = $dsn; },
+	IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default));
+my $rc = $? >> 8;
+
+# every test case of the nested TAP output (suites are reported too)
+my $n = 0;
+while ($out =~ /^\s*(not ok|ok) \d+ - (.*)$/mg)
+{
+	ok($1 eq 'ok', "node: $2");
+	$n++;
+}
+cmp_ok($n, '>=', 15, 'the suite ran');
+like($out, qr/^# fail 0$/m, 'no test failed');
+is($rc, 0, 'node --test exit status') or diag($out . $err);
+
+is($node->safe_psql('postgres', "SELECT holders || '/' || waiters FROM lockq_stats"),
+	'0/0', 'nothing left held or queued');
+$node->stop;
+done_testing();
