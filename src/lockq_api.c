@@ -42,12 +42,17 @@
 #include "utils/timestamp.h"
 
 #include "lockq.h"
-#include "executor/spi.h"
-#include "catalog/pg_type.h"
+#include "lockq_api.h"
+#include "lockq_clock.h"
 #include "lockq_fault.h"
+#include "lockq_grants.h"
+#include "lockq_guc.h"
 #include "lockq_policy.h"
+#include "lockq_shmem.h"
 #include "lockq_statefile.h"
 #include "lockq_store.h"
+#include "executor/spi.h"
+#include "catalog/pg_type.h"
 
 PG_FUNCTION_INFO_V1(lockq_get);
 PG_FUNCTION_INFO_V1(lockq_try);
@@ -78,18 +83,14 @@ typedef struct LqMyGrant
 static HTAB *lq_my_grants = NULL;
 static bool lq_xact_cb_registered = false;
 
+static int64 lq_now_bounded(void);
+
 static int
 lq_my_slotno(void)
 {
 	return MyBackendId - 1;
 }
 
-void
-lq_format_session_owner(char *buf, size_t len, int pid, int64 session_start)
-{
-	snprintf(buf, len, LQ_SESSION_PREFIX "%d:" INT64_FORMAT, pid,
-			 session_start);
-}
 
 /*
  * lq_is_admin: may role act for owners of other roles (release, renew or
@@ -953,7 +954,7 @@ lockq_holds(PG_FUNCTION_ARGS)
 		lq_xact_cb_registered = true;
 	}
 	/* an answer false by time must hold after a crash: see the function */
-	now = lq_clock_now_bounded();
+	now = lq_now_bounded();
 	role = GetUserId();
 	admin = lq_is_admin(role);
 	if (!lq_policy_may_use(lock_id, role, admin))
@@ -1304,4 +1305,86 @@ lq_install_backend_hooks(void)
 	ExecutorFinish_hook = lq_executor_finish;
 	lq_prev_executor_end = ExecutorEnd_hook;
 	ExecutorEnd_hook = lq_executor_end;
+}
+
+/*
+ * The clock as backends read it: values handed out (lockq_now) and readings
+ * for decisions (lockq_holds), never above the durable ceiling that the
+ * lock server keeps ahead of them (lockq_clock.c).
+ */
+
+PG_FUNCTION_INFO_V1(lockq_now);
+
+/*
+ * lq_request_clock_extension asks the lock server to extend the clock's
+ * durable ceiling, and waits for it.
+ */
+static void
+lq_request_clock_extension(void)
+{
+	LqRequest	req;
+	LqResult	res;
+
+	memset(&req, 0, sizeof(req));
+	req.op = LQ_OP_CLOCK;
+	res = lq_call(&req);
+	if (res.status == LQ_ST_ERROR)
+		ereport(ERROR,
+				(errcode(res.sqlerrcode),
+				 errmsg("%s", res.message)));
+}
+
+/*
+ * lq_now_bounded returns the lockq time without handing it out, but
+ * never above the durable ceiling: a decision taken at that time (a lease
+ * has ended, so lockq_holds is false) must still hold after a crash, when
+ * the clock resumes above the ceiling.  Asks the lock server to extend the
+ * ceiling when the clock has passed it (an idle lock server lets it lag).
+ */
+static int64
+lq_now_bounded(void)
+{
+	int			tries;
+
+	for (tries = 0;; tries++)
+	{
+		int64		v = lq_clock_peek();
+
+		if (v <= lq_clock_ceiling() && lq_clock_is_ready())
+			return v;
+		if (tries > 100)
+			elog(ERROR, "lockq clock ceiling is not advancing");
+		lq_request_clock_extension();
+	}
+}
+
+/*
+ * lq_now_handout hands out a clock value in a backend.  When the
+ * published ceiling is too close (or the clock is not set up yet) it asks the
+ * worker to extend it and tries again; that round trip is the rare path.
+ */
+static int64
+lq_now_handout(void)
+{
+	int64		v;
+	int			tries;
+
+	for (tries = 0;; tries++)
+	{
+		if (lq_clock_next(lq_clock_ceiling(), &v))
+			return v;
+		if (tries > 100)
+			elog(ERROR, "lockq clock ceiling is not advancing");
+		lq_request_clock_extension();
+	}
+}
+
+/*
+ * lockq_now() returns the lockq clock in microseconds since the Unix epoch.
+ */
+Datum
+lockq_now(PG_FUNCTION_ARGS)
+{
+	lq_check_available();
+	PG_RETURN_INT64(lq_now_handout());
 }

@@ -38,12 +38,12 @@
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
-#include "lockq.h"
+#include "lockq_clock.h"
+#include "lockq_shmem.h"
 
 /* Set in clock_last while the clock is closed (worker stopping). */
 #define LQ_CLOCK_CLOSED		(UINT64CONST(1) << 63)
 
-PG_FUNCTION_INFO_V1(lockq_now);
 
 /*
  * lq_clock_boottime_us reads the system's clock that counts real time since
@@ -81,7 +81,7 @@ lq_us_to_timestamptz(int64 us)
 	return (TimestampTz) (us - LQ_UNIX_TO_PG_US);
 }
 
-static bool
+bool
 lq_clock_is_ready(void)
 {
 	return pg_atomic_read_u32(&lq_shared->clock_ready) != 0;
@@ -210,78 +210,4 @@ lq_clock_publish_ceiling(int64 ceiling)
 										   (uint64) ceiling))
 			break;
 	}
-}
-
-/*
- * lq_clock_request_extension asks the lock server to extend the clock's
- * durable ceiling, and waits for it.
- */
-static void
-lq_clock_request_extension(void)
-{
-	LqRequest	req;
-	LqResult	res;
-
-	memset(&req, 0, sizeof(req));
-	req.op = LQ_OP_CLOCK;
-	res = lq_call(&req);
-	if (res.status == LQ_ST_ERROR)
-		ereport(ERROR,
-				(errcode(res.sqlerrcode),
-				 errmsg("%s", res.message)));
-}
-
-/*
- * lq_clock_now_bounded returns the lockq time without handing it out, but
- * never above the durable ceiling: a decision taken at that time (a lease
- * has ended, so lockq_holds is false) must still hold after a crash, when
- * the clock resumes above the ceiling.  Asks the lock server to extend the
- * ceiling when the clock has passed it (an idle lock server lets it lag).
- */
-int64
-lq_clock_now_bounded(void)
-{
-	int			tries;
-
-	for (tries = 0;; tries++)
-	{
-		int64		v = lq_clock_peek();
-
-		if (v <= lq_clock_ceiling() && lq_clock_is_ready())
-			return v;
-		if (tries > 100)
-			elog(ERROR, "lockq clock ceiling is not advancing");
-		lq_clock_request_extension();
-	}
-}
-
-/*
- * lq_clock_now_backend hands out a clock value in a backend.  When the
- * published ceiling is too close (or the clock is not set up yet) it asks the
- * worker to extend it and tries again; that round trip is the rare path.
- */
-static int64
-lq_clock_now_backend(void)
-{
-	int64		v;
-	int			tries;
-
-	for (tries = 0;; tries++)
-	{
-		if (lq_clock_next(lq_clock_ceiling(), &v))
-			return v;
-		if (tries > 100)
-			elog(ERROR, "lockq clock ceiling is not advancing");
-		lq_clock_request_extension();
-	}
-}
-
-/*
- * lockq_now() returns the lockq clock in microseconds since the Unix epoch.
- */
-Datum
-lockq_now(PG_FUNCTION_ARGS)
-{
-	lq_check_available();
-	PG_RETURN_INT64(lq_clock_now_backend());
 }

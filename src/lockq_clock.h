@@ -24,9 +24,8 @@ extern TimestampTz lq_us_to_timestamptz(int64 us);
 extern int64 lq_clock_peek(void);
 extern bool lq_clock_next(int64 limit, int64 *result);
 extern int64 lq_clock_ceiling(void);
+extern bool lq_clock_is_ready(void);
 
-/* Backends: a reading no later than the durable ceiling. */
-extern int64 lq_clock_now_bounded(void);
 
 /* The lock server. */
 extern int64 lq_clock_boottime_us(void);

@@ -49,7 +49,8 @@
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
 
-#include "lockq.h"
+#include "lockq_grants.h"
+#include "lockq_guc.h"
 
 #define LQ_LWLOCK_TRANCHE	"lockq"
 
@@ -511,4 +512,15 @@ lq_grants_release_fences(void)
 	LWLockRelease(lq_grants_lock);
 	lq_nfences = 0;
 	return true;
+}
+
+/*
+ * lq_format_session_owner names the owner of a session's session-bound
+ * locks: the reserved prefix, its pid and start time.
+ */
+void
+lq_format_session_owner(char *buf, size_t len, int pid, int64 session_start)
+{
+	snprintf(buf, len, LQ_SESSION_PREFIX "%d:" INT64_FORMAT, pid,
+			 session_start);
 }

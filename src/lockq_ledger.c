@@ -50,8 +50,10 @@
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
 
-#include "lockq_ledger.h"
 #include "lockq_clock.h"
+#include "lockq_guc.h"
+#include "lockq_ledger.h"
+#include "lockq_shmem.h"
 #include "lockq_statefile.h"
 #include "lockq_store.h"
 

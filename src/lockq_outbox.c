@@ -43,7 +43,9 @@
 #include "utils/fmgrprotos.h"
 #include "utils/memutils.h"
 
+#include "lockq_grants.h"
 #include "lockq_outbox.h"
+#include "lockq_shmem.h"
 
 /* Above this NOTIFY queue usage the lock server sends no NOTIFYs. */
 #define LQ_NOTIFY_QUEUE_LIMIT		0.5

@@ -48,7 +48,8 @@
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
-#include "lockq.h"
+#include "lockq_grants.h"
+#include "lockq_guc.h"
 #include "lockq_policy.h"
 
 PG_FUNCTION_INFO_V1(lockq_policy_changed);

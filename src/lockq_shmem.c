@@ -31,8 +31,9 @@
 #include "storage/proc.h"
 #include "storage/shmem.h"
 
-#include "lockq.h"
 #include "lockq_fault.h"
+#include "lockq_grants.h"
+#include "lockq_shmem.h"
 
 LqShared   *lq_shared = NULL;
 LqSlot	   *lq_slots = NULL;

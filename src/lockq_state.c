@@ -41,9 +41,13 @@
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
 
+#include "lockq_clock.h"
 #include "lockq_fault.h"
+#include "lockq_grants.h"
+#include "lockq_guc.h"
 #include "lockq_ledger.h"
 #include "lockq_outbox.h"
+#include "lockq_shmem.h"
 #include "lockq_state.h"
 #include "lockq_store.h"
 

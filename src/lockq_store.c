@@ -60,6 +60,7 @@
 #include "utils/snapmgr.h"
 
 #include "lockq_fault.h"
+#include "lockq_guc.h"
 #include "lockq_store.h"
 
 /* Attribute numbers of lockq.owners, in table order. */

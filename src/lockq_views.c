@@ -22,7 +22,10 @@
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
-#include "lockq.h"
+#include "lockq_api.h"
+#include "lockq_clock.h"
+#include "lockq_grants.h"
+#include "lockq_shmem.h"
 
 PG_FUNCTION_INFO_V1(lockq_stats);
 

@@ -74,11 +74,16 @@
 #include "utils/timeout.h"
 #include "utils/timestamp.h"
 
+#include "lockq_clock.h"
 #include "lockq_fault.h"
+#include "lockq_grants.h"
+#include "lockq_guc.h"
 #include "lockq_ledger.h"
 #include "lockq_outbox.h"
+#include "lockq_shmem.h"
 #include "lockq_state.h"
 #include "lockq_store.h"
+#include "lockq_worker.h"
 
 /* How long to wait between retries after a batch failed, at most. */
 #define LQ_MAX_ERROR_BACKOFF_MS		5000

@@ -8,7 +8,7 @@
 # copy of the tree.  As another user it assumes the packages are there and
 # that it may write to PostgreSQL's extension directories (or has sudo).
 #
-# LOCKQ_TEST_SUITES limits the run: any of "regress isolation tap", or
+# LOCKQ_TEST_SUITES limits the run: any of "modules regress isolation tap", or
 # "torture" (make torture: the randomized crash test alone, for
 # LOCKQ_TORTURE_SECONDS with LOCKQ_TORTURE_SEED).
 
@@ -19,7 +19,7 @@ cd "$here"
 
 . "$here/test/setup-debian.sh"
 TESTUSER=${LOCKQ_TEST_USER:-lockqtest}
-SUITES=${LOCKQ_TEST_SUITES:-regress isolation tap}
+SUITES=${LOCKQ_TEST_SUITES:-modules regress isolation tap}
 log() { lq_log "$@"; }
 
 show_failures() {
@@ -43,6 +43,7 @@ LQ_FAULT_INJECTION=1 LQ_CFLAGS="-Wall -Wmissing-prototypes -Wno-unused-parameter
 targets=()
 for s in $SUITES; do
 	case $s in
+		modules) targets+=(check-modules) ;;
 		regress) targets+=(check-regress) ;;
 		isolation) targets+=(check-isolation) ;;
 		tap) targets+=(check-tap) ;;

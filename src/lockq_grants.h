@@ -1,0 +1,87 @@
+/*-------------------------------------------------------------------------
+ *
+ * lockq_grants.h
+ *		Session-bound grants in shared memory (lockq_grants.c).
+ *
+ * Copyright (c) 2026, lockq developers
+ *
+ * IDENTIFICATION
+ *		src/lockq_grants.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef LOCKQ_GRANTS_H
+#define LOCKQ_GRANTS_H
+
+#include "port/atomics.h"
+
+#include "lockq.h"
+
+/*
+ * A session-bound grant (owner NULL), kept in shared memory instead of
+ * lockq.owners: see lockq_grants.c.  Written by the worker only; end and
+ * fences are what lockq_holds and the worker coordinate on.
+ */
+typedef enum LqGrantEnd
+{
+	LQ_GRANT_CURRENT = 0,
+	LQ_GRANT_ENDING,			/* ended by a batch not yet published */
+	LQ_GRANT_ENDED				/* over; waits for fenced transactions */
+} LqGrantEnd;
+
+/* A change to a session-bound grant staged by a batch (lockq_outbox.c). */
+typedef enum LqGrantOp
+{
+	LQ_GRANT_OP_NONE = 0,
+	LQ_GRANT_OP_PUT,			/* made (visible from publication) or renewed */
+	LQ_GRANT_OP_ENDED,			/* its end published, hand-off deferred */
+	LQ_GRANT_OP_DELETE			/* it is over */
+} LqGrantOp;
+
+typedef struct LqSessionGrant
+{
+	int64		token;			/* hash key, must be first */
+	char		lock_id[LQ_MAX_ID_LEN + 1];
+	int			pid;			/* the session */
+	int64		session_start;
+	Oid			role;
+	int64		ttl;
+	int64		acquired;
+	int64		expires;
+	LqGrantEnd	end;
+	bool		released;		/* its session released it; the worker has
+								 * yet to act on that (quick release) */
+	pg_atomic_uint32 fences;	/* transactions fenced on it (lockq_holds) */
+	bool		visible;		/* published: readers see it */
+	LqGrantOp	staged_op;		/* what the batch being committed does */
+	uint64		staged_batch;
+	int64		staged_expires; /* LQ_GRANT_OP_PUT, _ENDED: the new lease end */
+} LqSessionGrant;
+
+extern Size lq_grants_shmem_size(void);
+extern void lq_grants_shmem_request(void);
+extern void lq_grants_shmem_startup(void);
+extern int	lq_grants_max(void);
+extern void lq_grants_stage(LqGrantOp op, const LqSessionGrant *g,
+							uint64 batch);
+extern void lq_grants_publish(int64 token);
+extern void lq_grants_resolve(uint64 committed_batch);
+extern uint32 lq_grants_begin_end(int64 token);
+extern uint32 lq_grants_fences(int64 token);
+extern void lq_grants_undo_ending(void);
+extern void lq_grants_clear(void);
+extern LqSessionGrant *lq_grants_copy(int *n);
+extern int	lq_grants_holds(const char *lock_id, int64 token, int64 now,
+							Oid role, bool admin);
+extern bool lq_grants_mark_released(const char *lock_id, int64 token,
+									int pid, int64 session_start, int64 now);
+extern bool lq_grants_is_released(int64 token);
+extern bool lq_grants_lock_id(int64 token, char *lock_id);
+extern int	lq_grants_nfences(void);
+extern bool lq_grants_release_fences(void);
+
+
+extern void lq_format_session_owner(char *buf, size_t len, int pid,
+									int64 session_start);
+
+#endif							/* LOCKQ_GRANTS_H */

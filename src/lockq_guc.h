@@ -1,0 +1,35 @@
+/*-------------------------------------------------------------------------
+ *
+ * lockq_guc.h
+ *		lockq's settings (lockq_guc.c).
+ *
+ * Copyright (c) 2026, lockq developers
+ *
+ * IDENTIFICATION
+ *		src/lockq_guc.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef LOCKQ_GUC_H
+#define LOCKQ_GUC_H
+
+/* The settings, lockq.* (README, "Configuration"). */
+extern char *lockq_database;
+extern bool lockq_synchronous_grants;
+extern int	lockq_max_grace;		/* seconds */
+extern int	lockq_max_ttl;		/* seconds */
+extern int	lockq_waiter_timeout;	/* milliseconds */
+extern int	lockq_max_waiters;
+extern int	lockq_batch_size;
+extern int	lockq_session_locks_per_backend;
+extern int	lockq_table_lock_timeout;	/* milliseconds */
+extern int	lockq_fence_timeout;	/* milliseconds */
+extern int	lockq_max_owner_locks_per_role;
+extern int	lockq_max_waiters_per_role;
+extern int	lockq_max_session_locks_per_role;
+extern int	lockq_max_server_memory;	/* megabytes */
+extern bool lockq_namespace_privileges;
+
+extern void lq_guc_define(void);
+
+#endif							/* LOCKQ_GUC_H */

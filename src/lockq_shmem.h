@@ -1,0 +1,238 @@
+/*-------------------------------------------------------------------------
+ *
+ * lockq_shmem.h
+ *		What backends and the lock server share (lockq_shmem.c): request
+ *		slots, the arrival ring, counters, the clock's and the ledger's
+ *		shared fields.
+ *
+ * Copyright (c) 2026, lockq developers
+ *
+ * IDENTIFICATION
+ *		src/lockq_shmem.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef LOCKQ_SHMEM_H
+#define LOCKQ_SHMEM_H
+
+#include "nodes/pg_list.h"
+#include "port/atomics.h"
+#include "storage/condition_variable.h"
+#include "storage/spin.h"
+
+#include "lockq.h"
+
+/*
+ * Life cycle of a request slot.  A slot belongs to one backend (indexed by
+ * BackendId - 1) from its first lockq call until the worker has cleaned up
+ * after the session ended; only then is it FREE for the next backend that
+ * gets the same BackendId.
+ */
+typedef enum LqSlotState
+{
+	LQ_SLOT_FREE = 0,			/* no session */
+	LQ_SLOT_IDLE,				/* session attached, nothing in flight */
+	LQ_SLOT_PENDING,			/* request submitted, not yet seen */
+	LQ_SLOT_ACTIVE,				/* worker owns the request */
+	LQ_SLOT_DONE				/* result is ready for the backend */
+} LqSlotState;
+
+/*
+ * An arrival-ring entry tells the lock server where to look: at a slot's
+ * request, or at the oldest quick release (see lockq_release) a slot has
+ * queued.  It is an int so that it fits the shared ring and a List; build
+ * and read it only with these functions.
+ */
+typedef int32 LqEntry;
+
+static inline LqEntry
+lq_entry_request(int slotno)
+{
+	return (LqEntry) slotno;
+}
+
+static inline LqEntry
+lq_entry_quick(int slotno)
+{
+	return (LqEntry) -(slotno + 1);
+}
+
+static inline bool
+lq_entry_is_quick(LqEntry e)
+{
+	return e < 0;
+}
+
+static inline int
+lq_entry_slot(LqEntry e)
+{
+	return e < 0 ? -e - 1 : e;
+}
+
+/*
+ * Releases of session-bound locks that the backend answered itself (see
+ * lockq_release); at most this many wait per slot for the worker.
+ */
+#define LQ_MAX_QUICK_RELEASES	4
+
+/*
+ * Session-bound grants a backend's transaction is fenced on (lockq_holds),
+ * listed in its slot so that the lock server can tell whose transaction
+ * holds a hand-off back; beyond this many, fences_overflow says "maybe any".
+ */
+#define LQ_MAX_SLOT_FENCES		16
+
+/*
+ * What the batch being committed will make known about a slot, written by
+ * the lock server before its commit and applied after it (lockq_outbox.c).
+ * Only the lock server reads or writes it; a lock server that finds one
+ * left by its predecessor applies it if that batch committed.
+ */
+typedef enum LqStagedKind
+{
+	LQ_STAGED_NONE = 0,
+	LQ_STAGED_RESULT,			/* answer: slot becomes DONE */
+	LQ_STAGED_ACK,				/* cancellation done: slot becomes IDLE */
+	LQ_STAGED_FREE				/* session cleaned up: slot becomes FREE */
+} LqStagedKind;
+
+typedef struct LqSlotStaged
+{
+	uint64		batch;			/* the batch; 0: nothing staged */
+	LqStagedKind kind;
+	uint64		reqid;
+	LqResult	res;			/* LQ_STAGED_RESULT */
+	bool		queued_set;		/* queued_ts changes to queued_ts */
+	int64		queued_ts;
+	int			quick_done;		/* quick releases applied */
+} LqSlotStaged;
+
+typedef struct LqSlot
+{
+	slock_t		mutex;			/* protects every field below */
+	LqSlotState state;
+	bool		cancel_requested;	/* backend gave up on the request */
+	bool		session_ended;	/* backend has exited */
+	int			pgprocno;		/* whose latch to set */
+	int			pid;
+	int64		session_start;	/* MyStartTimestamp of the session */
+	uint64		reqid;			/* per-slot request counter */
+	uint64		arrival;		/* global submission order */
+	int64		submitted;		/* lockq time the request was submitted */
+	int64		queued_ts;		/* lockq_get waiting: its queue position
+								 * (lockq time), else 0; set by the worker */
+	LqRequest	req;
+	LqResult	res;
+	int			nquick;			/* quick releases the worker has not done */
+	int64		quick_tokens[LQ_MAX_QUICK_RELEASES];	/* oldest first */
+	int			nfences;		/* session-bound grants fenced by the
+								 * backend's transaction (written by it) */
+	bool		fences_overflow;
+	int64		fence_tokens[LQ_MAX_SLOT_FENCES];
+	ConditionVariable freed;	/* broadcast when the slot becomes FREE */
+	LqSlotStaged staged;		/* lock server only, no lock needed */
+} LqSlot;
+
+/* Counters shown by lockq_stats. */
+typedef enum LqStat
+{
+	LQ_STAT_GRANTS = 0,			/* new grants (tokens issued) */
+	LQ_STAT_HANDOFFS,			/* grants to a queued waiter */
+	LQ_STAT_RELEASES,
+	LQ_STAT_EXPIRIES,
+	LQ_STAT_TIMEOUTS,
+	LQ_STAT_CANCELS,
+	LQ_STAT_SESSION_RELEASES,	/* grants ended by the end of the session */
+	LQ_STAT_DROPPED_WAITERS,	/* client waiters that stopped heartbeating */
+	LQ_STAT_RENEWALS,
+	LQ_STAT_ENQUEUES,
+	LQ_STAT_FORCED_RELEASES,
+	LQ_STAT_DEFERRED_HANDOFFS,	/* hand-offs delayed by a fenced transaction */
+	LQ_STAT_REQUESTS,
+	LQ_STAT_BATCHES,
+	LQ_STAT_SYNC_COMMITS,
+	LQ_STAT_WORKER_STARTS,
+	LQ_STAT_BATCH_ERRORS,
+	LQ_STAT_COUNT
+} LqStat;
+
+typedef struct LqShared
+{
+	slock_t		mutex;			/* protects worker fields and the ring */
+	int			worker_pid;
+	int			worker_procno;
+	bool		ring_overflow;	/* ring was full: worker must scan slots */
+	uint64		next_arrival;
+	uint64		ring_head;		/* next entry the worker reads */
+	uint64		ring_tail;		/* next entry a backend writes */
+	int			ring_size;
+	int			nslots;
+
+	/*
+	 * Durable promises, kept by the lock server (see lockq_ledger.c): the
+	 * last token issued, and the durable ceiling below which tokens may be
+	 * issued without a flush.
+	 */
+	pg_atomic_uint64 token_high;
+	int64		token_ceiling;
+	Oid			grants_extoid;	/* the installation the session-bound
+								 * grants (lockq_grants.c) belong to */
+
+	/* Gauges the worker publishes after every batch. */
+	pg_atomic_uint64 holders;
+	pg_atomic_uint64 waiters;
+	pg_atomic_uint64 delayed;	/* locks delayed after a restart */
+	pg_atomic_uint64 state_bytes;	/* memory the lock server's state holds */
+	pg_atomic_uint64 fence_gen; /* bumped when a fenced transaction ends */
+	pg_atomic_uint64 delay_max; /* the latest end of such a delay (0: none) */
+
+	/* The clock, see lockq_clock.c. */
+	pg_atomic_uint64 clock_last;	/* last value handed out */
+	pg_atomic_uint64 clock_ceiling; /* durable upper bound for handed out
+									 * values */
+	int64		clock_offset;	/* lockq time = CLOCK_MONOTONIC + offset */
+	pg_atomic_uint32 clock_ready;	/* offset is valid */
+
+	/*
+	 * The lock server's start in this shared-memory lifetime (see
+	 * lq_ledger_start): whether the first one has committed, and what the
+	 * first attempt decided about the clock, kept for a retry.
+	 */
+	bool		started;
+	bool		start_planned;
+	bool		start_continuous;
+	int64		start_low;
+
+	pg_atomic_uint64 stats[LQ_STAT_COUNT];
+
+	/*
+	 * The lock server's batches (lockq_outbox.c): the number of the last
+	 * one begun, and the one whose staged outcome is complete and whose
+	 * transaction is committing or committed but not yet published (0:
+	 * none), with its transaction id.  Lock server only.
+	 */
+	uint64		batch_seq;
+	uint64		sealed_batch;
+	TransactionId sealed_xid;
+
+	LqEntry		ring[FLEXIBLE_ARRAY_MEMBER];
+} LqShared;
+
+/* Tokens reserved per flush of the token ceiling. */
+#define LQ_TOKEN_RESERVE	4096
+
+extern LqShared *lq_shared;
+extern LqSlot *lq_slots;
+extern void lq_shmem_request(void);
+extern void lq_shmem_startup(void);
+extern void lq_shmem_init_hooks(void);
+extern void lq_ring_push(LqEntry entry);
+extern int	lq_ring_drain(LqEntry *out, int max, bool *overflow);
+extern void lq_wake_worker(void);
+extern void lq_stat_add(LqStat stat, uint64 n);
+extern void lq_result_error(LqResult *res, int sqlerrcode, const char *message,
+							const char *hint);
+extern List *lq_slot_fencers(int64 token);
+
+
+#endif							/* LOCKQ_SHMEM_H */

@@ -1,0 +1,22 @@
+/*-------------------------------------------------------------------------
+ *
+ * lockq_worker.h
+ *		The lock server's entry points (lockq_worker.c).
+ *
+ * Copyright (c) 2026, lockq developers
+ *
+ * IDENTIFICATION
+ *		src/lockq_worker.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef LOCKQ_WORKER_H
+#define LOCKQ_WORKER_H
+
+#include "fmgr.h"
+
+extern PGDLLEXPORT void lockq_worker_main(Datum main_arg);
+extern void lq_register_worker(void);
+
+
+#endif							/* LOCKQ_WORKER_H */
