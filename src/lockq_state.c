@@ -81,7 +81,6 @@ typedef struct LqLock
 	char		lock_id[LQ_MAX_ID_LEN + 1]; /* hash key, must be first */
 	bool		held;
 	bool		ending;			/* grant over, row deletion deferred */
-	bool		confirmed;		/* false: client grant not picked up yet */
 	bool		in_deferred;
 	bool		in_shmem;		/* session-bound: in lockq_grants.c, not in
 								 * lockq.owners */
@@ -135,6 +134,41 @@ struct LqWaiter
 	LqTimer		timer;			/* timeout, or heartbeat deadline */
 	dlist_node	node;
 };
+
+/*
+ * Who holds a lock and on what terms: what lq_hold_lock writes into it, for
+ * a new grant (lq_grant) and for one loaded after a restart.
+ */
+typedef struct LqHolder
+{
+	const char *owner;
+	const char *channel;		/* a client waiter's NOTIFY channel, or NULL */
+	int64		token;
+	int64		ttl;			/* the lease it asked for */
+	int64		acquired;
+	int64		expires;
+	Oid			role;
+	bool		in_shmem;		/* session-bound: lockq_grants.c, no row */
+	int			session_slot;	/* session-bound: its live session's slot */
+	int			session_pid;
+	int64		session_start;
+} LqHolder;
+
+/* A waiter to queue (lq_waiter_create): new, or loaded after a restart. */
+typedef struct LqWaiterSpec
+{
+	const char *owner;
+	bool		client;			/* lockq_enqueue, else a backend in lockq_get */
+	int64		ts;				/* its place; 0: a new waiter, at the tail */
+	int64		ttl;			/* the lease it asks for */
+	int64		heartbeat;		/* client: µs allowed between calls */
+	Oid			role;
+	const char *channel;		/* client: NOTIFY channel, or NULL */
+	int			slotno;			/* backend: its slot, request and session */
+	uint64		reqid;
+	int			session_pid;
+	int64		session_start;
+} LqWaiterSpec;
 
 /* Per request slot: what a session has in the lock table. */
 typedef struct LqSession
@@ -351,7 +385,6 @@ lq_lock_lookup(const char *lock_id, bool create)
 	{
 		lock->held = false;
 		lock->ending = false;
-		lock->confirmed = true;
 		lock->in_deferred = false;
 		lock->in_shmem = false;
 		lock->owner = NULL;
@@ -566,56 +599,70 @@ lq_publish_session_grant(const LqLock *lock)
 }
 
 /*
- * lq_grant makes owner the holder of a free lock: a new token and a lease
- * of lease microseconds from now.  A grant that outlives its session gets a
- * row in lockq.owners, and lq_worker_lease_shown decides whether the batch
- * must be flushed first.  A session-bound grant (session_slot >= 0; the
- * caller made sure there is room, lq_session_room) is filed under its
- * session, to end with it, and kept in shared memory only: it needs no row,
- * no flush and no unsettled lock, since a crash ends every session and its
- * holder learns of that from its broken connection, as with
- * pg_advisory_lock.
+ * lq_hold_lock makes h the holder of lock (which nobody holds) and counts
+ * it: for a new grant and for one loaded after a restart.  The caller arms
+ * the lease timer (or defers the hand-off) and files a session-bound grant
+ * under its session.
  */
-static int64
-lq_grant(LqLock *lock, const char *owner, int64 ttl, int64 lease,
-		 int session_slot, int session_pid, int64 session_start,
-		 Oid role, const char *channel, bool confirmed)
+static void
+lq_hold_lock(LqLock *lock, const LqHolder *h)
 {
-	LqOwnerRow	row;
-	int64		t = lq_ledger_tick();
-
 	Assert(!lock->held);
 	lock->held = true;
 	lock->ending = false;
-	lock->confirmed = confirmed;
-	lock->owner = lq_strdup(owner);
-	lock->channel = lq_strdup(channel);
-	lock->token = lq_ledger_next_token();
-	lock->ttl = ttl;
-	lock->acquired = t;
-	lock->expires = t + lease;
-	lock->session_slot = session_slot;
-	lock->session_pid = session_slot >= 0 ? session_pid : 0;
-	lock->session_start = session_slot >= 0 ? session_start : 0;
-	lock->role = role;
-	lock->in_shmem = session_slot >= 0;
+	lock->in_shmem = h->in_shmem;
+	lock->owner = lq_strdup(h->owner);
+	lock->channel = lq_strdup(h->channel);
+	lock->token = h->token;
+	lock->ttl = h->ttl;
+	lock->acquired = h->acquired;
+	lock->expires = h->expires;
+	lock->role = h->role;
+	lock->session_slot = h->in_shmem ? h->session_slot : -1;
+	lock->session_pid = h->in_shmem ? h->session_pid : 0;
+	lock->session_start = h->in_shmem ? h->session_start : 0;
+	lq_nholders++;
+	if (h->in_shmem)
+	{
+		lq_nsession_grants++;
+		lq_role_count(h->role, offsetof(LqRoleUsage, session_locks), 1);
+	}
+	else
+		lq_role_count(h->role, offsetof(LqRoleUsage, owner_locks), 1);
+}
 
+/*
+ * lq_grant makes h's owner the holder of a free lock: a new token and a
+ * lease of lease microseconds from now (h's token and times are set
+ * here).  A grant that outlives its session gets a row in lockq.owners, and
+ * lq_ledger_lease_shown decides whether the batch must be flushed first.
+ * A session-bound grant (h->in_shmem; the caller made sure there is room,
+ * lq_session_room) is filed under its session, to end with it, and kept in
+ * shared memory only: it needs no row, no flush and no unsettled lock,
+ * since a crash ends every session and its holder learns of that from its
+ * broken connection, as with pg_advisory_lock.
+ */
+static int64
+lq_grant(LqLock *lock, LqHolder *h, int64 lease)
+{
+	LqOwnerRow	row;
+
+	h->acquired = lq_ledger_tick();
+	h->expires = h->acquired + lease;
+	h->token = lq_ledger_next_token();
+	lq_hold_lock(lock, h);
 	if (lock->in_shmem)
 	{
 		lq_publish_session_grant(lock);
-		lq_nsession_grants++;
-		lq_role_count(role, offsetof(LqRoleUsage, session_locks), 1);
-		dlist_push_tail(&lq_sessions[session_slot].held, &lock->session_node);
+		dlist_push_tail(&lq_sessions[lock->session_slot].held, &lock->session_node);
 	}
 	else
 	{
-		lq_role_count(role, offsetof(LqRoleUsage, owner_locks), 1);
 		lq_owner_row(lock, &row);
 		lq_store_owner_insert(&row, &lock->row_tid);
-		lq_ledger_lease_shown(lock->lock_id, lock->expires, lease, t);
+		lq_ledger_lease_shown(lock->lock_id, lock->expires, lease, lock->acquired);
 	}
 	lq_timer_arm(&lock->lease, lock->expires);
-	lq_nholders++;
 	lq_stat_add(LQ_STAT_GRANTS, 1);
 	return lock->token;
 }
@@ -673,7 +720,6 @@ lq_set_lease(LqLock *lock, int64 expires)
 
 	Assert(lock->held && !lock->ending);
 	lock->expires = expires;
-	lock->confirmed = true;
 	if (lock->in_shmem)
 		lq_publish_session_grant(lock);
 	else
@@ -726,63 +772,63 @@ lq_slot_set_queued(int slotno, int64 ts)
 }
 
 /*
- * lq_waiter_create appends a waiter to a lock's queue.  With insert_row the
- * waiter gets a fresh ts (and a client waiter a row in lockq.queue); when
- * loading, the ts exists already.
+ * lq_waiter_create puts a waiter into a lock's queue, in ts order.  A new
+ * one (spec->ts 0) gets a fresh ts, at the tail, and a client waiter a row
+ * in lockq.queue; a loaded one keeps its ts (and row).  A backend waiter
+ * is recorded in its slot and its session.
  */
 static LqWaiter *
-lq_waiter_create(LqLock *lock, const char *owner, bool client, int64 ts,
-				 bool insert_row, int64 ttl, int64 heartbeat, Oid role,
-				 const char *channel, int slotno, uint64 reqid,
-				 int session_pid, int64 session_start)
+lq_waiter_create(LqLock *lock, const LqWaiterSpec *spec)
 {
 	LqWaiterKey key;
 	LqWaiter   *w;
 	bool		found;
+	bool		fresh = spec->ts == 0;
 
-	lq_waiter_key(&key, lock->lock_id, owner);
+	lq_waiter_key(&key, lock->lock_id, spec->owner);
 	w = hash_search(lq_waiters, &key, HASH_ENTER, &found);
 	Assert(!found);
 	w->lock = lock;
-	w->ts = insert_row ? lq_ledger_tick() : ts;
-	w->client = client;
-	w->slot = client ? -1 : slotno;
-	w->reqid = reqid;
-	w->session_pid = client ? 0 : session_pid;
-	w->session_start = client ? 0 : session_start;
-	w->session_owner = strncmp(owner, LQ_SESSION_PREFIX,
+	w->ts = fresh ? lq_ledger_tick() : spec->ts;
+	w->client = spec->client;
+	w->slot = spec->client ? -1 : spec->slotno;
+	w->reqid = spec->reqid;
+	w->session_pid = spec->client ? 0 : spec->session_pid;
+	w->session_start = spec->client ? 0 : spec->session_start;
+	w->session_owner = strncmp(spec->owner, LQ_SESSION_PREFIX,
 							   strlen(LQ_SESSION_PREFIX)) == 0;
-	w->ttl = ttl;
-	w->heartbeat = heartbeat;
-	w->role = role;
-	w->channel = lq_strdup(channel);
+	w->ttl = spec->ttl;
+	w->heartbeat = spec->heartbeat;
+	w->role = spec->role;
+	w->channel = lq_strdup(spec->channel);
 	w->timer.armed = false;
 	w->timer.kind = LQ_TIMER_WAITER;
-	w->timer.memory_only = !client;
+	w->timer.memory_only = !spec->client;
 	lq_queue_insert_sorted(lock, w);
 	lock->nwaiters++;
 	lq_nwaiters++;
-	lq_role_count(role, offsetof(LqRoleUsage, waiters), 1);
+	lq_role_count(spec->role, offsetof(LqRoleUsage, waiters), 1);
 
-	if (insert_row)
+	if (fresh)
 		lq_stat_add(LQ_STAT_ENQUEUES, 1);
-	if (!client)
-		lq_slot_set_queued(slotno, w->ts);
-	else if (insert_row)
+	if (!spec->client)
+	{
+		lq_slot_set_queued(spec->slotno, w->ts);
+		lq_sessions[spec->slotno].waiter = w;
+	}
+	else if (fresh)
 	{
 		LqQueueRow	row;
 
 		row.lock_id = lock->lock_id;
 		row.ts = w->ts;
-		row.owner = owner;
-		row.ttl = ttl;
-		row.heartbeat = heartbeat;
-		row.role = role;
+		row.owner = spec->owner;
+		row.ttl = spec->ttl;
+		row.heartbeat = spec->heartbeat;
+		row.role = spec->role;
 		row.channel = w->channel;
 		lq_store_queue_insert(&row, &w->row_tid);
 	}
-	if (!client)
-		lq_sessions[slotno].waiter = w;
 	return w;
 }
 
@@ -1021,9 +1067,11 @@ lq_grant_next(LqLock *lock, int64 now)
 		int64		lease = Min(w->ttl, w->heartbeat);
 		Oid			role = w->role;
 
+		LqHolder	h = {.owner = owner, .channel = channel, .ttl = ttl,
+		.role = role, .session_slot = -1};
+
 		lq_waiter_remove(w, true);
-		token = lq_grant(lock, owner, ttl, lease, -1, 0, 0, role, channel,
-						 false);
+		token = lq_grant(lock, &h, lease);
 		if (channel != NULL)
 			lq_outbox_notify(channel, "grant", token, lock->lock_id, owner);
 	}
@@ -1037,9 +1085,12 @@ lq_grant_next(LqLock *lock, int64 now)
 		int64		ttl = w->ttl;
 		Oid			role = w->role;
 
+		LqHolder	h = {.owner = owner, .ttl = ttl, .role = role,
+		.in_shmem = bound, .session_slot = slotno, .session_pid = pid,
+		.session_start = start};
+
 		lq_waiter_remove(w, true);
-		token = lq_grant(lock, owner, ttl, ttl, bound ? slotno : -1, pid,
-						 start, role, NULL, true);
+		token = lq_grant(lock, &h, ttl);
 		lq_reply(slotno, reqid, LQ_ST_GRANTED, token, true);
 	}
 	lq_stat_add(LQ_STAT_HANDOFFS, 1);
@@ -1061,17 +1112,15 @@ lq_lock_is_free(LqLock *lock, int64 now)
  * session when the owner is the session.
  */
 static int64
-lq_grant_now(LqLock *lock, int slotno, const LqRequest *req, int64 lease,
-			 bool confirmed)
+lq_grant_now(LqLock *lock, int slotno, const LqRequest *req, int64 lease)
 {
-	int			pid = 0;
-	int64		start = 0;
+	LqHolder	h = {.owner = req->owner, .channel = req->channel,
+	.ttl = req->ttl_us, .role = req->role, .in_shmem = req->session_owner,
+	.session_slot = slotno};
 
 	if (req->session_owner)
-		lq_slot_identity(slotno, &pid, &start);
-	return lq_grant(lock, req->owner, req->ttl_us, lease,
-					req->session_owner ? slotno : -1, pid, start, req->role,
-					req->channel, confirmed);
+		lq_slot_identity(slotno, &h.session_pid, &h.session_start);
+	return lq_grant(lock, &h, lease);
 }
 
 /*
@@ -1183,7 +1232,7 @@ lq_grant_or_refuse(int slotno, uint64 reqid, const LqRequest *req,
 			lq_lock_maybe_drop(lock);
 			return true;
 		}
-		token = lq_grant_now(lock, slotno, req, req->ttl_us, true);
+		token = lq_grant_now(lock, slotno, req, req->ttl_us);
 		lq_reply(slotno, reqid, LQ_ST_GRANTED, token, true);
 		return true;
 	}
@@ -1232,8 +1281,13 @@ lq_apply_get(int slotno, uint64 reqid, const LqRequest *req, int64 now)
 		return;
 
 	lq_slot_identity(slotno, &pid, &start);
-	w = lq_waiter_create(lock, req->owner, false, 0, true, req->ttl_us, 0,
-						 req->role, NULL, slotno, reqid, pid, start);
+	{
+		LqWaiterSpec spec = {.owner = req->owner, .ttl = req->ttl_us,
+		.role = req->role, .slotno = slotno, .reqid = reqid,
+		.session_pid = pid, .session_start = start};
+
+		w = lq_waiter_create(lock, &spec);
+	}
 	if (req->deadline > 0)
 		lq_timer_arm(&w->timer, req->deadline);
 }
@@ -1257,7 +1311,7 @@ lq_apply_try(int slotno, uint64 reqid, const LqRequest *req, int64 now)
 			lq_refuse_over_limit(slotno, reqid, req, LQ_LIMIT_GRANT))
 			return;
 		lock = lq_lock_lookup(req->lock_id, true);
-		token = lq_grant_now(lock, slotno, req, req->ttl_us, true);
+		token = lq_grant_now(lock, slotno, req, req->ttl_us);
 		lq_reply(slotno, reqid, LQ_ST_GRANTED, token, true);
 	}
 	else
@@ -1377,9 +1431,13 @@ lq_apply_enqueue(int slotno, uint64 reqid, const LqRequest *req, int64 now)
 	}
 	if (lq_grant_or_refuse(slotno, reqid, req, lock, now))
 		return;
-	w = lq_waiter_create(lock, req->owner, true, 0, true, req->ttl_us,
-						 req->wait_ttl_us, req->role, req->channel, -1, 0,
-						 0, 0);
+	{
+		LqWaiterSpec spec = {.owner = req->owner, .client = true,
+		.ttl = req->ttl_us, .heartbeat = req->wait_ttl_us, .role = req->role,
+		.channel = req->channel, .slotno = -1};
+
+		w = lq_waiter_create(lock, &spec);
+	}
 	lq_timer_arm(&w->timer, now + w->heartbeat);
 	lq_reply(slotno, reqid, LQ_ST_QUEUED, 0, false);
 }
@@ -1867,24 +1925,16 @@ lq_load_owner(const LqOwnerRow *row, void *arg)
 				 errmsg("lockq.owners holds two grants of lock \"%s\" (tokens %lld and %lld)",
 						row->lock_id, (long long) lock->token,
 						(long long) row->token)));
-	lock->held = true;
-	lock->ending = false;
-	lock->confirmed = true;
-	lock->owner = lq_strdup(row->owner);
-	lock->channel = lq_strdup(row->channel);
-	lock->token = row->token;
+	{
+		LqHolder	h = {.owner = row->owner, .channel = row->channel,
+		.token = row->token, .ttl = row->ttl, .acquired = row->acquired,
+		.expires = row->expires, .role = row->role, .session_slot = -1};
+
+		lq_hold_lock(lock, &h);
+	}
+	lock->row_tid = row->tid;
 	if ((uint64) row->token > pg_atomic_read_u64(&lq_shared->token_high))
 		pg_atomic_write_u64(&lq_shared->token_high, (uint64) row->token);
-	lock->ttl = row->ttl;
-	lock->acquired = row->acquired;
-	lock->expires = row->expires;
-	lock->role = row->role;
-	lock->row_tid = row->tid;
-	lock->session_pid = 0;
-	lock->session_start = 0;
-	lock->session_slot = -1;
-	lq_nholders++;
-	lq_role_count(lock->role, offsetof(LqRoleUsage, owner_locks), 1);
 	lq_timer_arm(&lock->lease, lock->expires);
 }
 
@@ -1919,23 +1969,14 @@ lq_load_session_grants(LqLoad *load)
 							(long long) g->token)));
 		lq_format_session_owner(owner, sizeof(owner), g->pid,
 								g->session_start);
-		lock->held = true;
-		lock->ending = false;
-		lock->confirmed = true;
-		lock->in_shmem = true;
-		lock->owner = lq_strdup(owner);
-		lock->channel = NULL;
-		lock->token = g->token;
-		lock->ttl = g->ttl;
-		lock->acquired = g->acquired;
-		lock->expires = g->expires;
-		lock->role = g->role;
-		lock->session_pid = g->pid;
-		lock->session_start = g->session_start;
-		lock->session_slot = -1;
-		lq_nholders++;
-		lq_nsession_grants++;
-		lq_role_count(lock->role, offsetof(LqRoleUsage, session_locks), 1);
+		{
+			LqHolder	h = {.owner = owner, .token = g->token, .ttl = g->ttl,
+			.acquired = g->acquired, .expires = g->expires, .role = g->role,
+			.in_shmem = true, .session_slot = -1, .session_pid = g->pid,
+			.session_start = g->session_start};
+
+			lq_hold_lock(lock, &h);
+		}
 
 		if (g->end == LQ_GRANT_ENDED)
 		{
@@ -1970,9 +2011,13 @@ lq_load_waiter(const LqQueueRow *row, void *arg)
 				 errmsg("lockq.queue holds owner \"%s\" twice for lock \"%s\"",
 						row->owner, row->lock_id)));
 	lock = lq_lock_lookup(row->lock_id, true);
-	w = lq_waiter_create(lock, row->owner, true, row->ts, false, row->ttl,
-						 row->heartbeat, row->role, row->channel, -1, 0,
-						 0, 0);
+	{
+		LqWaiterSpec spec = {.owner = row->owner, .client = true,
+		.ts = row->ts, .ttl = row->ttl, .heartbeat = row->heartbeat,
+		.role = row->role, .channel = row->channel, .slotno = -1};
+
+		w = lq_waiter_create(lock, &spec);
+	}
 	w->row_tid = row->tid;
 	/* a fresh heartbeat window: the client could not reach us */
 	lq_timer_arm(&w->timer, load->now + w->heartbeat);
@@ -2019,9 +2064,11 @@ lq_load_backend_waiters(void)
 			LqLock	   *lock = lq_lock_lookup(req.lock_id, true);
 			LqWaiter   *w;
 
-			w = lq_waiter_create(lock, req.owner, false, ts, false,
-								 req.ttl_us, 0, req.role, NULL, i, reqid,
-								 pid, start);
+			LqWaiterSpec spec = {.owner = req.owner, .ts = ts,
+			.ttl = req.ttl_us, .role = req.role, .slotno = i, .reqid = reqid,
+			.session_pid = pid, .session_start = start};
+
+			w = lq_waiter_create(lock, &spec);
 			if (req.deadline > 0)
 				lq_timer_arm(&w->timer, req.deadline);
 		}
