@@ -110,6 +110,22 @@ lq_is_admin(Oid role)
 }
 
 /*
+ * lq_in_lockq_database: is this backend connected to lockq.database?
+ * Looked up once per session.
+ */
+static bool
+lq_in_lockq_database(void)
+{
+	if (lq_db_checked == 0)
+	{
+		char	   *dbname = get_database_name(MyDatabaseId);
+
+		lq_db_checked = (dbname != NULL && strcmp(dbname, lockq_database) == 0) ? 1 : -1;
+	}
+	return lq_db_checked > 0;
+}
+
+/*
  * lq_is_available: can lockq serve this backend (the library was
  * preloaded, this is the lockq database, the server is not in recovery)?
  * The views' functions show nothing from shared memory otherwise.
@@ -119,13 +135,7 @@ lq_is_available(void)
 {
 	if (lq_shared == NULL || lockq_database == NULL)
 		return false;
-	if (lq_db_checked == 0)
-	{
-		char	   *dbname = get_database_name(MyDatabaseId);
-
-		lq_db_checked = (dbname != NULL && strcmp(dbname, lockq_database) == 0) ? 1 : -1;
-	}
-	return lq_db_checked > 0 && !RecoveryInProgress();
+	return lq_in_lockq_database() && !RecoveryInProgress();
 }
 
 /*
@@ -142,13 +152,7 @@ lq_check_available(void)
 				 errmsg("lockq must be loaded via \"shared_preload_libraries\""),
 				 errhint("Add lockq to \"shared_preload_libraries\" in postgresql.conf and restart the server.")));
 
-	if (lq_db_checked == 0)
-	{
-		char	   *dbname = get_database_name(MyDatabaseId);
-
-		lq_db_checked = (dbname != NULL && strcmp(dbname, lockq_database) == 0) ? 1 : -1;
-	}
-	if (lq_db_checked < 0)
+	if (!lq_in_lockq_database())
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("lockq is not enabled in database \"%s\"",
@@ -338,22 +342,16 @@ lq_wait_set(void)
 }
 
 /*
- * lq_call sends one request to the worker and sleeps until it answers.
- * The sleep is interruptible; see lq_call_cleanup for what an interrupt
- * leaves behind (nothing).  The caller checks the result's status.
+ * lq_submit puts a request into this backend's slot (which it waited to be
+ * idle) and into the arrival ring, and wakes the lock server.  The request
+ * carries the caller's role, whether it is an administrator and, for an
+ * acquisition, the limits that apply to it; an acquisition of a lock id
+ * outside the role's namespaces is refused here (42501), before anything
+ * is shared.
  */
-LqResult
-lq_call(LqRequest *req)
+static void
+lq_submit(LqSlot *slot, int slotno, LqRequest *req)
 {
-	int			slotno;
-	LqSlot	   *slot;
-	LqResult	res;
-	WaitEventSet *set = lq_wait_set();
-
-	lq_attach();
-	slotno = lq_my_slotno();
-	slot = &lq_slots[slotno];
-
 	req->role = GetUserId();
 	req->admin = !req->session_owner && lq_is_admin(req->role);
 	if (req->op == LQ_OP_GET || req->op == LQ_OP_TRY || req->op == LQ_OP_ENQUEUE)
@@ -375,57 +373,91 @@ lq_call(LqRequest *req)
 
 	lq_ring_push(lq_entry_request(slotno));
 	lq_wake_worker();
+}
+
+/*
+ * lq_await sleeps until the lock server has answered the request in slot
+ * and returns the answer.  Interruptible (the caller sets up the cleanup);
+ * a client that disconnects ends the session at once (FATAL), so that it
+ * keeps no place in a queue.
+ */
+static LqResult
+lq_await(LqSlot *slot, const LqRequest *req)
+{
+	WaitEventSet *set = lq_wait_set();
+	LqResult	res;
+
+	for (;;)
+	{
+		bool		done = false;
+		WaitEvent	ev;
+
+		SpinLockAcquire(&slot->mutex);
+		if (slot->state == LQ_SLOT_DONE)
+		{
+			res = slot->res;
+			done = true;
+		}
+		SpinLockRelease(&slot->mutex);
+		if (done)
+		{
+			/*
+			 * A cancel or terminate that came with the answer is
+			 * handled while the answer is still in the slot, so that
+			 * lq_call_cleanup hands it back (a grant is undone and
+			 * passes on) instead of the error coming at the executor's
+			 * next check, after the grant was taken.
+			 */
+			CHECK_FOR_INTERRUPTS();
+			SpinLockAcquire(&slot->mutex);
+			slot->state = LQ_SLOT_IDLE;
+			SpinLockRelease(&slot->mutex);
+			break;
+		}
+
+		/*
+		 * While we sleep we also watch the client's socket: a client
+		 * that went away must not keep its place in the queue until it
+		 * would be granted.
+		 */
+		if (WaitEventSetWait(set, -1L, &ev, 1, PG_WAIT_EXTENSION) != 1)
+			ev.events = 0;
+		ResetLatch(MyLatch);
+		if (ev.events & WL_SOCKET_CLOSED)
+		{
+			/* as ProcessInterrupts does for ClientConnectionLost */
+			whereToSendOutput = DestNone;
+			ereport(FATAL,
+					(errcode(ERRCODE_CONNECTION_FAILURE),
+					 errmsg("connection to client lost while waiting for lock \"%s\"",
+							req->lock_id)));
+		}
+		CHECK_FOR_INTERRUPTS();
+	}
+	return res;
+}
+
+/*
+ * lq_call sends one request to the worker and sleeps until it answers.
+ * The sleep is interruptible; see lq_call_cleanup for what an interrupt
+ * leaves behind (nothing).  The caller checks the result's status.
+ */
+static LqResult
+lq_call(LqRequest *req)
+{
+	int			slotno;
+	LqSlot	   *slot;
+	LqResult	res;
+
+	lq_attach();
+	slotno = lq_my_slotno();
+	slot = &lq_slots[slotno];
+	lq_submit(slot, slotno, req);
 
 	PG_ENSURE_ERROR_CLEANUP(lq_call_cleanup, Int32GetDatum(slotno));
 	{
 		LQ_FAULT("call-after-submit");
-		for (;;)
-		{
-			bool		done = false;
-			WaitEvent	ev;
-
-			SpinLockAcquire(&slot->mutex);
-			if (slot->state == LQ_SLOT_DONE)
-			{
-				res = slot->res;
-				done = true;
-			}
-			SpinLockRelease(&slot->mutex);
-			if (done)
-			{
-				/*
-				 * A cancel or terminate that came with the answer is
-				 * handled while the answer is still in the slot, so that
-				 * lq_call_cleanup hands it back (a grant is undone and
-				 * passes on) instead of the error coming at the executor's
-				 * next check, after the grant was taken.
-				 */
-				CHECK_FOR_INTERRUPTS();
-				SpinLockAcquire(&slot->mutex);
-				slot->state = LQ_SLOT_IDLE;
-				SpinLockRelease(&slot->mutex);
-				break;
-			}
-
-			/*
-			 * While we sleep we also watch the client's socket: a client
-			 * that went away must not keep its place in the queue until it
-			 * would be granted.
-			 */
-			if (WaitEventSetWait(set, -1L, &ev, 1, PG_WAIT_EXTENSION) != 1)
-				ev.events = 0;
-			ResetLatch(MyLatch);
-			if (ev.events & WL_SOCKET_CLOSED)
-			{
-				/* as ProcessInterrupts does for ClientConnectionLost */
-				whereToSendOutput = DestNone;
-				ereport(FATAL,
-						(errcode(ERRCODE_CONNECTION_FAILURE),
-						 errmsg("connection to client lost while waiting for lock \"%s\"",
-								req->lock_id)));
-			}
-			CHECK_FOR_INTERRUPTS();
-		}
+		res = lq_await(slot, req);
 	}
 	PG_END_ENSURE_ERROR_CLEANUP(lq_call_cleanup, Int32GetDatum(slotno));
 
@@ -433,7 +465,7 @@ lq_call(LqRequest *req)
 }
 
 /*
- * lq_raise_result turns an error answer from the worker into an ERROR.
+ * lq_raise_if_error turns an error answer from the worker into an ERROR.
  */
 static void
 lq_raise_if_error(const LqResult *res)
@@ -661,6 +693,21 @@ static void lq_xact_callback(XactEvent event, void *arg);
 static void lq_end_fences(void);
 
 /*
+ * lq_watch_xact registers lq_xact_callback, once per session: from the
+ * first fence or fresh session-bound grant on, the end of every
+ * transaction is watched.
+ */
+static void
+lq_watch_xact(void)
+{
+	if (!lq_xact_cb_registered)
+	{
+		RegisterXactCallback(lq_xact_callback, NULL);
+		lq_xact_cb_registered = true;
+	}
+}
+
+/*
  * lq_note_session_grant records a session-bound grant this session holds
  * (for quick releases) and, if this call created it, that it belongs to
  * the current statement until the statement ends.
@@ -671,11 +718,7 @@ lq_note_session_grant(const LqRequest *req, const LqResult *res)
 	lq_my_grant(req->lock_id, res->token);
 	if (!res->fresh_grant)
 		return;
-	if (!lq_xact_cb_registered)
-	{
-		RegisterXactCallback(lq_xact_callback, NULL);
-		lq_xact_cb_registered = true;
-	}
+	lq_watch_xact();
 	lq_fresh.valid = true;
 	lq_fresh.stmt = lq_stmt_seq;
 	lq_fresh.token = res->token;
@@ -948,11 +991,7 @@ lockq_holds(PG_FUNCTION_ARGS)
 	if (token <= 0)
 		PG_RETURN_BOOL(false);
 
-	if (!lq_xact_cb_registered)
-	{
-		RegisterXactCallback(lq_xact_callback, NULL);
-		lq_xact_cb_registered = true;
-	}
+	lq_watch_xact();
 	/* an answer false by time must hold after a crash: see the function */
 	now = lq_now_bounded();
 	role = GetUserId();

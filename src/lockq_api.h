@@ -18,7 +18,6 @@
 
 extern bool lq_is_available(void);
 extern void lq_check_available(void);
-extern LqResult lq_call(LqRequest *req);
 extern void lq_install_backend_hooks(void);
 
 

@@ -475,15 +475,6 @@ lq_grants_lock_id(int64 token, char *lock_id)
 }
 
 /*
- * lq_grants_nfences: how many fences this backend's transaction holds.
- */
-int
-lq_grants_nfences(void)
-{
-	return lq_nfences;
-}
-
-/*
  * lq_grants_release_fences takes this backend's fences off again at the
  * end of its transaction; true if there were any (the worker may be
  * waiting for them).

@@ -82,7 +82,7 @@ lq_guc_define(void)
 
 	DefineCustomBoolVariable("lockq.synchronous_grants",
 							 "Flushes every grant and renewal to WAL before it is returned.",
-							 "Off: grants with a ttl up to lockq.max_grace are returned before the flush, and after a crash nothing is granted until every lease that might have been lost has ended.",
+							 "Off: grants with a ttl up to lockq.max_grace may be returned before their flush (see DESIGN.md, \"Durability\").",
 							 &lockq_synchronous_grants,
 							 false,
 							 PGC_SIGHUP, 0,

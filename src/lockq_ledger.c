@@ -142,12 +142,6 @@ lq_ledger_begin(void)
 	MemoryContextReset(lq_ledger_cxt);
 }
 
-void
-lq_ledger_require_flush(void)
-{
-	lq_flush = true;
-}
-
 bool
 lq_ledger_flush_needed(void)
 {
@@ -503,6 +497,64 @@ lq_ledger_next_token(void)
 }
 
 /*
+ * lq_plan_clock decides, on the first start in a shared-memory lifetime,
+ * where the clock resumes: continuously, from the state file's offset,
+ * when the machine has not rebooted since this server last ran it (the
+ * time it was down counts); otherwise at the wall clock or above every
+ * ceiling, and then the downtime is not known (see lq_store_settle).  The
+ * first attempt decides; a retry after it failed keeps its decision (the
+ * state file may have been written meanwhile).
+ */
+static void
+lq_plan_clock(const LqStateFile *file, bool have_file, const char *boot,
+			  int64 seq_clock, int64 clock_ceiling)
+{
+	bool		own = have_file && file->clock_ceiling >= seq_clock;
+	bool		continuous = own && boot[0] != '\0' &&
+		strcmp(file->boot_id, boot) == 0;
+	int64		offset;
+	int64		last;
+
+	if (lq_shared->start_planned)
+		return;
+	if (continuous)
+	{
+		offset = file->clock_offset;
+		last = file->clean ? file->clock_last : 0;
+	}
+	else
+	{
+		int64		start = Max(lq_wall_us(), clock_ceiling + 1);
+
+		offset = start - lq_clock_boottime_us();
+		last = start - 1;
+	}
+	lq_clock_setup(offset, last, clock_ceiling);
+	lq_shared->start_continuous = continuous;
+	lq_shared->start_low = (own && file->clean) ? file->clock_last :
+		clock_ceiling - LQ_CLOCK_RESERVE_US;
+	lq_shared->start_planned = true;
+	if (!continuous)
+		ereport(LOG,
+				(errmsg("lockq clock starts at the wall clock or above its last ceiling; the time the server was down is not known, so held locks are delayed as long as their holders may count on them")));
+}
+
+/*
+ * lq_raise_token_ceiling makes ceiling the lowest token ceiling from now
+ * on (it only ever rises).
+ */
+static void
+lq_raise_token_ceiling(int64 ceiling, bool reset)
+{
+	if (reset)
+		lq_shared->token_ceiling = ceiling;
+	else
+		lq_shared->token_ceiling = Max(lq_shared->token_ceiling, ceiling);
+	if (reset || (int64) pg_atomic_read_u64(&lq_shared->token_high) < ceiling)
+		pg_atomic_write_u64(&lq_shared->token_high, (uint64) ceiling);
+}
+
+/*
  * lq_ledger_start takes over the ceilings and the clock when the lock
  * server starts, in its first transaction, and returns the clock reading.
  *
@@ -545,58 +597,21 @@ lq_ledger_start(bool first_start)
 
 	if (first_start)
 	{
-		/*
-		 * The first attempt decides; a retry after it failed keeps its
-		 * decision (the state file may have been written meanwhile).
-		 */
-		if (!lq_shared->start_planned)
-		{
-			bool		own = have_file && file.clock_ceiling >= seq_clock;
-			bool		continuous = own && boot[0] != '\0' &&
-				strcmp(file.boot_id, boot) == 0;
-			int64		offset;
-			int64		last;
-
-			if (continuous)
-			{
-				offset = file.clock_offset;
-				last = file.clean ? file.clock_last : 0;
-			}
-			else
-			{
-				int64		start = Max(lq_wall_us(), clock_ceiling + 1);
-
-				offset = start - lq_clock_boottime_us();
-				last = start - 1;
-			}
-			lq_clock_setup(offset, last, clock_ceiling);
-			lq_shared->start_continuous = continuous;
-			lq_shared->start_low = (own && file.clean) ? file.clock_last :
-				clock_ceiling - LQ_CLOCK_RESERVE_US;
-			lq_shared->start_planned = true;
-			if (!continuous)
-				ereport(LOG,
-						(errmsg("lockq clock starts at the wall clock or above its last ceiling; the time the server was down is not known, so held locks are delayed as long as their holders may count on them")));
-		}
-		pg_atomic_write_u64(&lq_shared->token_high, (uint64) token_ceiling);
-		lq_shared->token_ceiling = token_ceiling;
-
+		lq_plan_clock(&file, have_file, boot, seq_clock, clock_ceiling);
+		lq_raise_token_ceiling(token_ceiling, true);
 		memset(&lq_file, 0, sizeof(lq_file));
 		strlcpy(lq_file.boot_id, boot, sizeof(lq_file.boot_id));
 		lq_file.clock_offset = lq_shared->clock_offset;
 		lq_file.clock_ceiling = clock_ceiling;
 		lq_file.token_ceiling = token_ceiling;
 		lq_statefile_write(&lq_file);
-
 		now = lq_clock_peek();
 		lq_store_settle(now, lq_shared->start_continuous, lq_shared->start_low);
 	}
 	else
 	{
 		lq_clock_reopen(clock_ceiling);
-		lq_shared->token_ceiling = Max(lq_shared->token_ceiling, token_ceiling);
-		if ((int64) pg_atomic_read_u64(&lq_shared->token_high) < token_ceiling)
-			pg_atomic_write_u64(&lq_shared->token_high, (uint64) token_ceiling);
+		lq_raise_token_ceiling(token_ceiling, false);
 		if (have_file)
 			lq_file = file;
 		else

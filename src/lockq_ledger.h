@@ -38,7 +38,6 @@ extern void lq_ledger_stop(int64 last_clock);
 
 /* The batch. */
 extern void lq_ledger_begin(void);
-extern void lq_ledger_require_flush(void);
 extern bool lq_ledger_flush_needed(void);
 extern void lq_ledger_prepare_commit(void);
 extern void lq_ledger_committed(void);

@@ -315,14 +315,7 @@ lq_publish_slot(int slotno, LqSlotStaged *st, bool *recheck, bool *freed)
 	SpinLockAcquire(&slot->mutex);
 	if (st->queued_set)
 		slot->queued_ts = st->queued_ts;
-	if (st->quick_done > 0)
-	{
-		int			n = Min(st->quick_done, slot->nquick);
-
-		slot->nquick -= n;
-		memmove(&slot->quick_tokens[0], &slot->quick_tokens[n],
-				sizeof(int64) * slot->nquick);
-	}
+	lq_slot_drop_quick(slot, st->quick_done);
 	switch (st->kind)
 	{
 		case LQ_STAGED_NONE:
@@ -345,13 +338,7 @@ lq_publish_slot(int slotno, LqSlotStaged *st, bool *recheck, bool *freed)
 			}
 			break;
 		case LQ_STAGED_FREE:
-			slot->state = LQ_SLOT_FREE;
-			slot->cancel_requested = false;
-			slot->session_ended = false;
-			slot->pid = 0;
-			slot->session_start = 0;
-			slot->pgprocno = -1;
-			slot->queued_ts = 0;
+			lq_slot_free(slot);
 			*freed = true;
 			break;
 	}

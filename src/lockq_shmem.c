@@ -69,7 +69,7 @@ lq_slots_size(void)
  * lq_shmem_request asks for our shared memory.  MaxBackends is valid here
  * (the postmaster computes it before running the request hooks).
  */
-void
+static void
 lq_shmem_request(void)
 {
 	if (prev_shmem_request_hook)
@@ -86,7 +86,7 @@ lq_shmem_request(void)
  * postmaster at start and after every crash restart, so a crash always
  * leaves a fresh, empty set of slots and a clock that must be set up again.
  */
-void
+static void
 lq_shmem_startup(void)
 {
 	bool		found_shared;
@@ -228,6 +228,38 @@ lq_stat_add(LqStat stat, uint64 n)
 {
 	if (lq_shared != NULL && n > 0)
 		pg_atomic_fetch_add_u64(&lq_shared->stats[stat], n);
+}
+
+/*
+ * lq_slot_drop_quick removes the n oldest quick releases of a slot (fewer
+ * if it has fewer).  The caller holds the slot's mutex.
+ */
+void
+lq_slot_drop_quick(LqSlot *slot, int n)
+{
+	n = Min(n, slot->nquick);
+	if (n <= 0)
+		return;
+	slot->nquick -= n;
+	memmove(&slot->quick_tokens[0], &slot->quick_tokens[n],
+			sizeof(int64) * slot->nquick);
+}
+
+/*
+ * lq_slot_free makes a slot whose session has ended FREE for the next
+ * backend with its BackendId: nothing of the old session stays in it.  The
+ * caller holds the slot's mutex and wakes whoever waits on slot->freed.
+ */
+void
+lq_slot_free(LqSlot *slot)
+{
+	slot->state = LQ_SLOT_FREE;
+	slot->cancel_requested = false;
+	slot->session_ended = false;
+	slot->pid = 0;
+	slot->session_start = 0;
+	slot->pgprocno = -1;
+	slot->queued_ts = 0;
 }
 
 /*

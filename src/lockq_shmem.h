@@ -223,8 +223,6 @@ typedef struct LqShared
 
 extern LqShared *lq_shared;
 extern LqSlot *lq_slots;
-extern void lq_shmem_request(void);
-extern void lq_shmem_startup(void);
 extern void lq_shmem_init_hooks(void);
 extern void lq_ring_push(LqEntry entry);
 extern int	lq_ring_drain(LqEntry *out, int max, bool *overflow);
@@ -233,6 +231,8 @@ extern void lq_stat_add(LqStat stat, uint64 n);
 extern void lq_result_error(LqResult *res, int sqlerrcode, const char *message,
 							const char *hint);
 extern List *lq_slot_fencers(int64 token);
+extern void lq_slot_drop_quick(LqSlot *slot, int n);
+extern void lq_slot_free(LqSlot *slot);
 
 
 #endif							/* LOCKQ_SHMEM_H */

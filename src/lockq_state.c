@@ -268,7 +268,7 @@ lq_timer_first(pairingheap *heap)
 /*
  * lq_state_reset forgets everything (the tables stay as they are).
  */
-void
+static void
 lq_state_reset(void)
 {
 	HASHCTL		ctl;
@@ -772,6 +772,25 @@ lq_slot_set_queued(int slotno, int64 ts)
 }
 
 /*
+ * lq_waiter_insert_row writes a client waiter's row in lockq.queue (and
+ * notes where it is).
+ */
+static void
+lq_waiter_insert_row(LqWaiter *w)
+{
+	LqQueueRow	row;
+
+	row.lock_id = w->lock->lock_id;
+	row.ts = w->ts;
+	row.owner = w->key.owner;
+	row.ttl = w->ttl;
+	row.heartbeat = w->heartbeat;
+	row.role = w->role;
+	row.channel = w->channel;
+	lq_store_queue_insert(&row, &w->row_tid);
+}
+
+/*
  * lq_waiter_create puts a waiter into a lock's queue, in ts order.  A new
  * one (spec->ts 0) gets a fresh ts, at the tail, and a client waiter a row
  * in lockq.queue; a loaded one keeps its ts (and row).  A backend waiter
@@ -817,18 +836,7 @@ lq_waiter_create(LqLock *lock, const LqWaiterSpec *spec)
 		lq_sessions[spec->slotno].waiter = w;
 	}
 	else if (fresh)
-	{
-		LqQueueRow	row;
-
-		row.lock_id = lock->lock_id;
-		row.ts = w->ts;
-		row.owner = spec->owner;
-		row.ttl = spec->ttl;
-		row.heartbeat = spec->heartbeat;
-		row.role = spec->role;
-		row.channel = w->channel;
-		lq_store_queue_insert(&row, &w->row_tid);
-	}
+		lq_waiter_insert_row(w);
 	return w;
 }
 
@@ -1325,46 +1333,51 @@ lq_token_matches(const LqRequest *req, const LqLock *lock)
 }
 
 /*
- * lq_apply_release: lockq_release.  Only the holder (with the right token,
- * if one is given) can release, and only through its own role or an
- * administrator's (else insufficient_privilege).
+ * lq_holder_request: is req the holder's own (its owner, with the right
+ * token if one is given, from the holder's role or an administrator's)?
+ * If not, the request is answered: insufficient_privilege when the holder
+ * was named by another role, else false.  Nothing changes either way.
+ */
+static bool
+lq_holder_request(int slotno, uint64 reqid, const LqRequest *req, LqLock *lock)
+{
+	if (!lq_holder_is(lock, req->owner) || !lq_token_matches(req, lock))
+		lq_reply(slotno, reqid, LQ_ST_FALSE, 0, false);
+	else if (!lq_may_act(req, lock->role))
+		lq_reply_forbidden(slotno, reqid, req);
+	else
+		return true;
+	return false;
+}
+
+/*
+ * lq_apply_release: lockq_release ends the holder's grant (see
+ * lq_holder_request) and hands the lock on.
  */
 static void
 lq_apply_release(int slotno, uint64 reqid, const LqRequest *req, int64 now)
 {
 	LqLock	   *lock = lq_lock_lookup(req->lock_id, false);
 
-	if (lq_holder_is(lock, req->owner) && lq_token_matches(req, lock) &&
-		!lq_may_act(req, lock->role))
-		lq_reply_forbidden(slotno, reqid, req);
-	else if (lq_holder_is(lock, req->owner) && lq_token_matches(req, lock))
-	{
-		lq_end_grant(lock, LQ_END_RELEASE, now);
-		lq_reply(slotno, reqid, LQ_ST_TRUE, 0, false);
-	}
-	else
-		lq_reply(slotno, reqid, LQ_ST_FALSE, 0, false);
+	if (!lq_holder_request(slotno, reqid, req, lock))
+		return;
+	lq_end_grant(lock, LQ_END_RELEASE, now);
+	lq_reply(slotno, reqid, LQ_ST_TRUE, 0, false);
 }
 
 /*
- * lq_apply_renew: lockq_renew sets the lease end to now + ttl (the grant's
- * own ttl when none is given); the same rules as lq_apply_release.
+ * lq_apply_renew: lockq_renew sets the lease end of the holder's grant (see
+ * lq_holder_request) to now + ttl (the grant's own ttl when none is given).
  */
 static void
 lq_apply_renew(int slotno, uint64 reqid, const LqRequest *req, int64 now)
 {
 	LqLock	   *lock = lq_lock_lookup(req->lock_id, false);
 
-	if (lq_holder_is(lock, req->owner) && lq_token_matches(req, lock) &&
-		!lq_may_act(req, lock->role))
-		lq_reply_forbidden(slotno, reqid, req);
-	else if (lq_holder_is(lock, req->owner) && lq_token_matches(req, lock))
-	{
-		lq_set_lease(lock, now + (req->has_ttl ? req->ttl_us : lq_own_ttl(lock)));
-		lq_reply(slotno, reqid, LQ_ST_TRUE, 0, false);
-	}
-	else
-		lq_reply(slotno, reqid, LQ_ST_FALSE, 0, false);
+	if (!lq_holder_request(slotno, reqid, req, lock))
+		return;
+	lq_set_lease(lock, now + (req->has_ttl ? req->ttl_us : lq_own_ttl(lock)));
+	lq_reply(slotno, reqid, LQ_ST_TRUE, 0, false);
 }
 
 /*
@@ -1379,20 +1392,11 @@ lq_refresh_waiter(LqWaiter *w, const LqRequest *req, int64 now)
 		w->heartbeat = req->wait_ttl_us;
 		if (strcmp(w->channel ? w->channel : "", req->channel) != 0)
 		{
-			LqQueueRow	row;
-
 			lq_strfree(&w->channel);
 			w->channel = lq_strdup(req->channel);
 			/* rewrite the row: the channel must survive a restart */
 			lq_store_queue_delete(&w->row_tid);
-			row.lock_id = w->lock->lock_id;
-			row.ts = w->ts;
-			row.owner = w->key.owner;
-			row.ttl = w->ttl;
-			row.heartbeat = w->heartbeat;
-			row.role = w->role;
-			row.channel = w->channel;
-			lq_store_queue_insert(&row, &w->row_tid);
+			lq_waiter_insert_row(w);
 		}
 	}
 	lq_timer_arm(&w->timer, now + w->heartbeat);

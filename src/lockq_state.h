@@ -18,7 +18,6 @@
 
 /* lockq_state.c: the rules, applied inside the worker's batch transaction */
 extern void lq_state_init(void);
-extern void lq_state_reset(void);
 extern void lq_state_load(int64 now, List *delays);
 extern void lq_state_apply(int slotno, uint64 reqid, const LqRequest *req,
 						   int64 now);

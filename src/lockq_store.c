@@ -297,11 +297,38 @@ lq_owner_tuple(const LqOwnerRow *row)
 }
 
 /*
- * lq_store_owner_insert adds a grant's row and returns where it is.  Rows
- * are written with the heap and index routines directly: this is the
- * lock server's hot path, and it knows the TID of every row it keeps.
- * The command counter advances after every write, so that a row written
- * earlier in the batch can be changed later in it.
+ * How the lock server writes its tables.  Rows are written with the heap
+ * and index routines directly: this is the lock server's hot path, and it
+ * knows the TID of every row it keeps.  The index half is PostgreSQL's
+ * catalog helper (CatalogTupleInsertWithInfo / UpdateWithInfo), which
+ * inserts into every index of the table and keeps HOT updates HOT; it
+ * supports plain column indexes only, and lockq's tables have no others
+ * (their primary keys: lockq--1.1.sql).  It does not run the executor, so
+ * it does not evaluate the tables' CHECK constraints: lq_check_positive
+ * enforces them (ttl > 0, heartbeat > 0) before a row is formed, raising
+ * check_violation as the executor would.  The command counter advances
+ * after every write, so that a row written earlier in the batch can be
+ * changed later in it.
+ */
+
+/*
+ * lq_check_positive is a CHECK (column > 0) of table, for a row the lock
+ * server is about to write (see above).
+ */
+static void
+lq_check_positive(const char *table, const char *column, int64 value)
+{
+	if (value <= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_CHECK_VIOLATION),
+				 errmsg("new row for relation \"%s.%s\" violates its check of \"%s\"",
+						LQ_SCHEMA, table, column),
+				 errdetail("%s is " INT64_FORMAT ".", column, value)));
+}
+
+/*
+ * lq_store_owner_insert adds a grant's row and returns where it is (see
+ * above for how).
  */
 void
 lq_store_owner_insert(const LqOwnerRow *row, ItemPointer tid)
@@ -309,6 +336,7 @@ lq_store_owner_insert(const LqOwnerRow *row, ItemPointer tid)
 	HeapTuple	tup;
 
 	lq_open_owners();
+	lq_check_positive(LQ_OWNERS_TABLE, "ttl", row->ttl);
 	tup = lq_owner_tuple(row);
 	CatalogTupleInsertWithInfo(lq_owners, tup, lq_owners_idx);
 	*tid = tup->t_self;
@@ -359,6 +387,7 @@ lq_store_owner_update(ItemPointer tid, const LqOwnerRow *row)
 	HeapTuple	tup;
 
 	lq_open_owners();
+	lq_check_positive(LQ_OWNERS_TABLE, "ttl", row->ttl);
 	tup = lq_owner_tuple(row);
 	CatalogTupleUpdateWithInfo(lq_owners, tid, tup, lq_owners_idx);
 	*tid = tup->t_self;
@@ -374,6 +403,8 @@ lq_store_queue_insert(const LqQueueRow *row, ItemPointer tid)
 	HeapTuple	tup;
 
 	lq_open_queue();
+	lq_check_positive("queue", "ttl", row->ttl);
+	lq_check_positive("queue", "heartbeat", row->heartbeat);
 	memset(nulls, 0, sizeof(nulls));
 	values[0] = lq_text(row->lock_id);
 	values[1] = Int64GetDatum(row->ts);

@@ -14,22 +14,11 @@
  *	4. only then publish the answers into the slots and set the latches.
  *
  * Nothing a batch decides is visible before its commit.  Whether the commit
- * is flushed before the answers go out depends on what the batch promised:
- *	- clock values: always flushed (the clock's durable ceiling, lq_tick);
- *	- tokens: issued from a counter under a durable ceiling that is raised
- *	  LQ_TOKEN_RESERVE at a time, with a flush (lq_worker_next_token); a
- *	  crash resumes above the ceiling, so no token shown is ever reissued;
- *	- leases (grants, renewals): with lockq.synchronous_grants, or a ttl
- *	  above lockq.max_grace, flushed first.  Otherwise returned before the
- *	  flush, under the durable lease horizon: every such lease ends by the
- *	  horizon, which is raised (with a flush) ahead of the leases.  After a
- *	  crash nothing is granted until the clock passes the horizon, so a
- *	  grant the crash took back cannot overlap a new one; a clean stop sets
- *	  the horizon to 0 (nothing outstanding).  Session-bound grants need
- *	  neither: a crash ends their sessions.
- * Batches that only add or remove waiters never wait for a flush.
- * If a batch fails, the transaction rolls back, the in-memory state is
- * rebuilt from the tables and the requests are applied again, one per
+ * is flushed before the answers go out depends on what the batch promised
+ * (lockq_ledger.c decides; the rules are in DESIGN.md, "Durability", and
+ * nowhere else).  Batches that only add or remove waiters never wait for a
+ * flush.  If a batch fails, the transaction rolls back, the in-memory state
+ * is rebuilt from the tables and the requests are applied again, one per
  * transaction, so that a request that keeps failing is answered with its
  * error instead of stalling the service.
  *
@@ -119,6 +108,15 @@ static TimestampTz lq_blocked_logged = 0;
 static void lq_handle_entry(LqEntry entry, int64 now);
 static void lq_handle_quick_all(int slotno, int64 now);
 static void lq_set_blocked(bool blocked);
+static void lq_report(BackendState state, const char *what);
+static void lq_report_waiting(void);
+
+/* What pg_stat_activity shows of the lock server (lq_report). */
+static const char lq_doing_idle[] = "lockq: waiting for requests";
+static const char lq_doing_blocked[] = "lockq: waiting for a lock on its tables (see the log)";
+static const char lq_doing_batch[] = "lockq: applying requests and timers";
+static const char lq_doing_flush[] = "lockq: waiting until the batch is flushed (WAL, synchronous standbys)";
+static const char lq_doing_recover[] = "lockq: rebuilding the lock state";
 static int64 lq_next_deadline(void);
 
 /*
@@ -180,6 +178,52 @@ lq_refuse_blocked(int slotno, uint64 reqid)
 	lq_outbox_reply(slotno, reqid, &res);
 }
 
+/* A slot as the lock server found it (read under the slot's mutex). */
+typedef struct LqSlotView
+{
+	LqSlotState state;
+	bool		cancel;			/* the backend gave up on its request */
+	bool		ended;			/* the backend has exited */
+	uint64		reqid;
+	int			pid;
+	int64		start;
+	LqRequest	req;
+	LqResult	res;
+} LqSlotView;
+
+/*
+ * lq_handle_gave_up handles a slot whose backend gave up on its request
+ * (a cancel: a wait is withdrawn, a grant the answer brought is undone) or
+ * has exited (its session's grants and wait end, and the slot is freed).
+ * While lockq's tables are locked by another transaction, whatever would
+ * write them waits (lq_defer).
+ */
+static void
+lq_handle_gave_up(int slotno, const LqSlotView *v, int64 now)
+{
+	if (lq_blocked != NULL &&
+		((v->cancel && v->state == LQ_SLOT_DONE) ||
+		 (v->ended && lq_state_session_holds(slotno))))
+	{
+		lq_defer(lq_entry_request(slotno));
+		return;
+	}
+	if (v->cancel)
+	{
+		if (v->state == LQ_SLOT_ACTIVE)
+			lq_state_cancel_wait(slotno, v->reqid);
+		else if (v->state == LQ_SLOT_DONE)
+			lq_state_undo_grant(&v->req, &v->res, now);
+	}
+	if (v->ended)
+	{
+		lq_state_session_end(slotno, v->pid, v->start, now);
+		lq_outbox_free(slotno, v->reqid);
+	}
+	else
+		lq_outbox_ack(slotno, v->reqid);
+}
+
 /*
  * lq_handle_slot looks at one slot: a new request is applied; a request
  * the backend gave up on is withdrawn (or its grant undone); a finished
@@ -196,15 +240,8 @@ static void
 lq_handle_slot(int slotno, int64 now)
 {
 	LqSlot	   *slot = &lq_slots[slotno];
-	LqSlotState state;
-	bool		cancel;
-	bool		ended;
+	LqSlotView	v;
 	bool		refuse = false;
-	uint64		reqid;
-	int			pid;
-	int64		start;
-	LqRequest	req;
-	LqResult	res;
 
 	if (lq_outbox_answered(slotno))
 		return;					/* answered in this batch; rechecked later */
@@ -223,61 +260,38 @@ lq_handle_slot(int slotno, int64 now)
 		lq_handle_quick_all(slotno, now);
 
 	SpinLockAcquire(&slot->mutex);
-	state = slot->state;
-	cancel = slot->cancel_requested;
-	ended = slot->session_ended;
-	reqid = slot->reqid;
-	pid = slot->pid;
-	start = slot->session_start;
-	if (state == LQ_SLOT_PENDING && !cancel && !ended)
+	v.state = slot->state;
+	v.cancel = slot->cancel_requested;
+	v.ended = slot->session_ended;
+	v.reqid = slot->reqid;
+	v.pid = slot->pid;
+	v.start = slot->session_start;
+	if (v.state == LQ_SLOT_PENDING && !v.cancel && !v.ended)
 	{
 		refuse = lq_blocked != NULL &&
 			now - slot->submitted >= (int64) lockq_table_lock_timeout * 1000;
 		if (lq_blocked == NULL || refuse)
 			slot->state = LQ_SLOT_ACTIVE;
 	}
-	req = slot->req;
-	res = slot->res;
+	v.req = slot->req;
+	v.res = slot->res;
 	SpinLockRelease(&slot->mutex);
 
-	if (state == LQ_SLOT_FREE)
+	if (v.state == LQ_SLOT_FREE)
 		return;
-
-	if (!cancel && !ended)
+	if (v.cancel || v.ended)
 	{
-		if (state != LQ_SLOT_PENDING)
-			return;
-		if (refuse)
-			lq_refuse_blocked(slotno, reqid);
-		else if (lq_blocked != NULL)
-			lq_defer(lq_entry_request(slotno));
-		else
-			lq_state_apply(slotno, reqid, &req, now);
+		lq_handle_gave_up(slotno, &v, now);
 		return;
 	}
-
-	/* The backend gave up on its request, or has exited. */
-	if (lq_blocked != NULL &&
-		((cancel && state == LQ_SLOT_DONE) ||
-		 (ended && lq_state_session_holds(slotno))))
-	{
+	if (v.state != LQ_SLOT_PENDING)
+		return;
+	if (refuse)
+		lq_refuse_blocked(slotno, v.reqid);
+	else if (lq_blocked != NULL)
 		lq_defer(lq_entry_request(slotno));
-		return;
-	}
-	if (cancel)
-	{
-		if (state == LQ_SLOT_ACTIVE)
-			lq_state_cancel_wait(slotno, reqid);
-		else if (state == LQ_SLOT_DONE)
-			lq_state_undo_grant(&req, &res, now);
-	}
-	if (ended)
-	{
-		lq_state_session_end(slotno, pid, start, now);
-		lq_outbox_free(slotno, reqid);
-	}
 	else
-		lq_outbox_ack(slotno, reqid);
+		lq_state_apply(slotno, v.reqid, &v.req, now);
 }
 
 /*
@@ -354,12 +368,7 @@ lq_drop_quick(int slotno, const char *message)
 	LqSlot	   *slot = &lq_slots[slotno];
 
 	SpinLockAcquire(&slot->mutex);
-	if (slot->nquick > 0)
-	{
-		slot->nquick--;
-		memmove(&slot->quick_tokens[0], &slot->quick_tokens[1],
-				sizeof(int64) * slot->nquick);
-	}
+	lq_slot_drop_quick(slot, 1);
 	SpinLockRelease(&slot->mutex);
 	if (message != NULL)
 		ereport(LOG,
@@ -390,10 +399,7 @@ lq_fail_slot(int slotno, int sqlerrcode, const char *message)
 	SpinLockAcquire(&slot->mutex);
 	if (slot->session_ended)
 	{
-		slot->state = LQ_SLOT_FREE;
-		slot->cancel_requested = false;
-		slot->session_ended = false;
-		slot->pgprocno = -1;
+		lq_slot_free(slot);
 		freed = true;
 	}
 	else if (slot->cancel_requested)
@@ -604,6 +610,8 @@ lq_commit(bool sync)
 	else if (synchronous_commit < SYNCHRONOUS_COMMIT_LOCAL_FLUSH)
 		ForceSyncCommit();
 	lq_in_durable_wait = sync;
+	if (sync)
+		lq_report(STATE_RUNNING, lq_doing_flush);
 	PG_TRY();
 	{
 		if (sync)
@@ -680,7 +688,7 @@ lq_discard_batch(void)
 static void
 lq_end_batch(void)
 {
-	pgstat_report_activity(STATE_IDLE, NULL);
+	lq_report_waiting();
 }
 
 /*
@@ -703,7 +711,7 @@ lq_batch_failed(MemoryContext ccxt)
 	lq_careful = true;
 	lq_error_backoff_ms = Min(Max(lq_error_backoff_ms * 2, 100),
 							  LQ_MAX_ERROR_BACKOFF_MS);
-	pgstat_report_activity(STATE_IDLE, NULL);
+	lq_report_waiting();
 	return edata;
 }
 
@@ -875,6 +883,7 @@ lq_recover(void)
 	volatile bool failed = false;
 	ErrorData  *edata = NULL;
 
+	lq_report(STATE_RUNNING, lq_doing_recover);
 	lq_wait_replicated();
 	lq_begin_batch();
 	PG_TRY();
@@ -975,54 +984,121 @@ lq_careful_step(void)
 		lq_careful = false;
 }
 
+/* What one batch will do, decided before its transaction starts. */
+typedef struct LqBatchPlan
+{
+	List	   *entries;		/* arrival-ring entries to handle, in order */
+	bool		full;			/* the ring had a whole batch: more may wait */
+	int64		now;
+	bool		retry_deferred; /* a fenced transaction ended since the
+								 * last try of the deferred hand-offs */
+	uint64		fence_gen;
+} LqBatchPlan;
+
 /*
- * lq_batch runs one batch.  Returns true when there is probably more to do
- * at once (the ring had more than a batch).
+ * lq_plan_batch drains the arrival ring (the slots in flight, after an
+ * overflow) and adds the slots to look at again; false when there is
+ * nothing to do: no entry, nothing due, no deferred hand-off to retry, and
+ * no table lock to try again.
  */
 static bool
-lq_batch(void)
+lq_plan_batch(LqBatchPlan *plan)
 {
-	MemoryContext ccxt = CurrentMemoryContext;
 	bool		overflow = false;
 	int			n;
-	int64		now;
 	int64		due;
-	bool		retry_deferred;
-	uint64		fence_gen;
-	List	   *slots = NIL;
-	ListCell   *lc;
-	volatile bool failed = false;
-	volatile bool changed = false;
-	ErrorData  *edata = NULL;
 
 	n = lq_ring_drain(lq_ring_buf, lockq_batch_size, &overflow);
-	now = lq_clock_peek();
+	plan->full = n == lockq_batch_size;
+	plan->now = lq_clock_peek();
 	due = lq_next_deadline();
+
 	/*
 	 * Hand-offs held back by fenced transactions are tried again only when
 	 * such a transaction has ended since the last try (lq_end_fences in
 	 * lockq_api.c): while nothing changes they cost nothing.
 	 */
-	fence_gen = pg_atomic_read_u64(&lq_shared->fence_gen);
-	retry_deferred = lq_state_has_deferred() && fence_gen != lq_fence_gen_seen;
+	plan->fence_gen = pg_atomic_read_u64(&lq_shared->fence_gen);
+	plan->retry_deferred = lq_state_has_deferred() &&
+		plan->fence_gen != lq_fence_gen_seen;
 
 	if (n == 0 && !overflow && lq_recheck == NIL &&
-		!(due > 0 && due <= now) && !retry_deferred && lq_blocked == NULL)
+		!(due > 0 && due <= plan->now) && !plan->retry_deferred &&
+		lq_blocked == NULL)
 		return false;
 
+	plan->entries = NIL;
 	if (overflow)
-		slots = lq_slots_in_flight();
+		plan->entries = lq_slots_in_flight();
 	else
 	{
 		int			i;
 
 		for (i = 0; i < n; i++)
-			slots = lappend_int(slots, lq_ring_buf[i]);
+			plan->entries = lappend_int(plan->entries, lq_ring_buf[i]);
 	}
-	slots = list_concat(slots, lq_recheck);
+	plan->entries = list_concat(plan->entries, lq_recheck);
 	list_free(lq_recheck);
 	lq_recheck = NIL;
+	return true;
+}
 
+/*
+ * lq_apply_batch does a batch's work in its transaction.  While another
+ * transaction locks lockq's tables, only what needs no table is done (see
+ * lq_handle_slot); otherwise timers that came due before the requests go
+ * first, then the requests in arrival order, the timers again, deferred
+ * hand-offs, and the settling of unsettled locks.
+ */
+static void
+lq_apply_batch(const LqBatchPlan *plan)
+{
+	ListCell   *lc;
+
+	LQ_FAULT("batch-start");
+	lq_set_blocked(!lq_store_try_lock(&lq_blocked_data));
+	if (lq_blocked != NULL)
+	{
+		lq_state_run_wait_timeouts(plan->now);
+		foreach(lc, plan->entries)
+			lq_handle_entry(lfirst_int(lc), plan->now);
+		return;
+	}
+	if (plan->now + LQ_CLOCK_MARGIN_US > lq_clock_ceiling())
+		lq_ledger_extend_clock(plan->now);
+	lq_state_run_timers(plan->now);
+	foreach(lc, plan->entries)
+	{
+		lq_handle_entry(lfirst_int(lc), plan->now);
+		LQ_FAULT("batch-apply");
+	}
+	lq_state_run_timers(plan->now);
+	if (plan->retry_deferred)
+	{
+		lq_state_retry_deferred(plan->now);
+		lq_fence_gen_seen = plan->fence_gen;
+	}
+	lq_ledger_settle_markers(plan->now);
+}
+
+/*
+ * lq_batch runs one batch: one transaction, committed (see lq_commit_batch)
+ * and published, or failed and discarded.  Returns true when there is
+ * probably more to do at once (the ring had more than a batch).
+ */
+static bool
+lq_batch(void)
+{
+	MemoryContext ccxt = CurrentMemoryContext;
+	LqBatchPlan plan;
+	volatile bool failed = false;
+	volatile bool changed = false;
+	ErrorData  *edata = NULL;
+
+	if (!lq_plan_batch(&plan))
+		return false;
+
+	lq_report(STATE_RUNNING, lq_doing_batch);
 	lq_begin_batch();
 	PG_TRY();
 	{
@@ -1030,34 +1106,7 @@ lq_batch(void)
 			changed = true;
 		else
 		{
-			LQ_FAULT("batch-start");
-			lq_set_blocked(!lq_store_try_lock(&lq_blocked_data));
-			if (lq_blocked != NULL)
-			{
-				/* only what needs no table: see lq_handle_slot */
-				lq_state_run_wait_timeouts(now);
-				foreach(lc, slots)
-					lq_handle_entry(lfirst_int(lc), now);
-			}
-			else
-			{
-				if (now + LQ_CLOCK_MARGIN_US > lq_clock_ceiling())
-					lq_ledger_extend_clock(now);
-				/* deadlines that passed before these requests came go first */
-				lq_state_run_timers(now);
-				foreach(lc, slots)
-				{
-					lq_handle_entry(lfirst_int(lc), now);
-					LQ_FAULT("batch-apply");
-				}
-				lq_state_run_timers(now);
-				if (retry_deferred)
-				{
-					lq_state_retry_deferred(now);
-					lq_fence_gen_seen = fence_gen;
-				}
-				lq_ledger_settle_markers(now);
-			}
+			lq_apply_batch(&plan);
 			lq_commit_batch();
 		}
 	}
@@ -1068,7 +1117,7 @@ lq_batch(void)
 	}
 	PG_END_TRY();
 
-	list_free(slots);
+	list_free(plan.entries);
 	if (changed)
 	{
 		/*
@@ -1078,7 +1127,7 @@ lq_batch(void)
 		 */
 		AbortCurrentTransaction();
 		lq_discard_batch();
-		pgstat_report_activity(STATE_IDLE, NULL);
+		lq_report_waiting();
 		ereport(LOG, (errmsg("lockq extension changed, reloading the lock state")));
 		lq_need_recover = true;
 		return false;
@@ -1090,7 +1139,7 @@ lq_batch(void)
 	}
 	lq_end_batch();
 	lq_error_backoff_ms = 0;
-	return n == lockq_batch_size;
+	return plan.full;
 }
 
 /*
@@ -1130,6 +1179,7 @@ lq_set_blocked(bool blocked)
 		return;
 	}
 	lq_blocked = &lq_blocked_data;
+	lq_report(STATE_RUNNING, lq_doing_blocked);
 	if (lq_blocked_logged == 0 ||
 		TimestampDifferenceExceeds(lq_blocked_logged, now, LQ_BLOCKED_LOG_MS))
 	{
@@ -1142,6 +1192,39 @@ lq_set_blocked(bool blocked)
 				 errdetail("Requests that could write lockq's tables wait at most lockq.table_lock_timeout, then fail; expiries and hand-offs wait until the lock is released.")));
 		lq_blocked_logged = now;
 	}
+}
+
+/*
+ * lq_report shows what the lock server is doing in pg_stat_activity (state
+ * and query), so that an administrator can see it applying requests,
+ * waiting for a flush or a standby, rebuilding its state or waiting for a
+ * table lock.  what must be a constant string: an unchanged report costs
+ * nothing.
+ */
+static void
+lq_report(BackendState state, const char *what)
+{
+	static const char *last = NULL;
+	static BackendState last_state = STATE_UNDEFINED;
+
+	if (what == last && state == last_state)
+		return;
+	pgstat_report_activity(state, what);
+	last = what;
+	last_state = state;
+}
+
+/*
+ * lq_report_waiting: between batches the lock server waits for requests,
+ * or, while another transaction locks its tables, for that lock.
+ */
+static void
+lq_report_waiting(void)
+{
+	if (lq_blocked != NULL)
+		lq_report(STATE_RUNNING, lq_doing_blocked);
+	else
+		lq_report(STATE_IDLE, lq_doing_idle);
 }
 
 /*
@@ -1367,6 +1450,7 @@ lockq_worker_main(Datum main_arg)
 	{
 		long		sleep_ms = lq_cycle();
 
+		lq_report_waiting();
 		(void) WaitLatch(MyLatch,
 						 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 sleep_ms, PG_WAIT_EXTENSION);

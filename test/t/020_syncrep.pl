@@ -42,6 +42,10 @@ $standby->stop;
 my $a = start_waiter($primary, 'a',
 	q{SELECT 'token:' || lockq_try('x', 'owner-a', '1 hour');});
 ok(durable_wait(), 'with the standby gone, the lock server waits for it to grant x');
+is( scalar_query($primary,
+		q{SELECT query FROM pg_stat_activity WHERE backend_type = 'lockq lock server'}),
+	'lockq: waiting until the batch is flushed (WAL, synchronous standbys)',
+	'pg_stat_activity says what it waits for');
 my $w = worker_pid($primary);
 my $log_offset = -s $primary->logfile;
 is(scalar_query($primary, "SELECT pg_cancel_backend($w)"), 't',

@@ -50,6 +50,11 @@ like($err, qr/could not lock its tables/, 'so does a lockq_try with an owner');
 ($secs, $out, $err) = timed("SELECT lockq_renew('held', 'h', $t_held)");
 like($err, qr/could not lock its tables/, 'and a renewal');
 
+is( $node->safe_psql('postgres',
+		q{SELECT state || ': ' || query FROM pg_stat_activity WHERE backend_type = 'lockq lock server'}),
+	'active: lockq: waiting for a lock on its tables (see the log)',
+	'pg_stat_activity shows the lock server waiting for the table lock');
+
 like(waiter_result($w, qr/(ERROR:.*)/), qr/could not obtain lock "held" within the timeout/,
 	'a waiting lockq_get still times out on time');
 is($node->safe_psql('postgres', "SELECT pg_cancel_backend($cpid)"), 't',
@@ -69,6 +74,10 @@ ok($node->poll_query_until('postgres',
 	'once the table lock is released, the lease expires');
 ok($node->log_contains(qr/lockq lock server can lock its tables again/, $offset),
 	'and the log says the lock server works again');
+ok( $node->poll_query_until('postgres',
+		q{SELECT state || ': ' || query FROM pg_stat_activity WHERE backend_type = 'lockq lock server'},
+		'idle: lockq: waiting for requests'),
+	'and pg_stat_activity shows it idle, waiting for requests');
 ok(scalar_query($node, "SELECT lockq_try('free1')") > 0, 'requests are served again');
 
 # --- an open DROP EXTENSION ---------------------------------------------------
