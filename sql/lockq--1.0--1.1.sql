@@ -45,16 +45,28 @@ CREATE FUNCTION lockq.lockq_stats(
 	OUT sync_commits bigint, OUT worker_starts bigint,
 	OUT batch_errors bigint, OUT holders bigint, OUT waiters bigint,
 	OUT worker_pid integer, OUT grace_until timestamptz,
-	OUT delayed_locks bigint, OUT state_memory bigint)
+	OUT delayed_locks bigint, OUT state_memory bigint,
+	OUT wait_time double precision, OUT hold_time double precision,
+	OUT max_queue_length bigint, OUT longest_queue bigint,
+	OUT stats_reset timestamptz)
 RETURNS record
 AS 'MODULE_PATHNAME', 'lockq_stats'
 LANGUAGE C VOLATILE PARALLEL RESTRICTED;
 COMMENT ON FUNCTION lockq.lockq_stats() IS
-'Counters of the lock server since the server started, the current number of holders and waiters, and the locks delayed after a crash (delayed_locks; grace_until is when the last such delay ends), and the memory the lock server''s state holds (state_memory, bytes; lockq.max_server_memory bounds it).';
+'Counters of the lock server since stats_reset (the server''s start or lockq_stats_reset()), among them the total wait of granted waiters and the total life of ended grants (wait_time, hold_time, ms) and the longest queue (max_queue_length); gauges: the current number of holders and waiters, the longest queue now, the locks delayed after a crash (delayed_locks; grace_until is when the last such delay ends), and the memory the lock server''s state holds (state_memory, bytes; lockq.max_server_memory bounds it).';
+
+CREATE FUNCTION lockq.lockq_stats_reset()
+RETURNS void
+AS 'MODULE_PATHNAME', 'lockq_stats_reset'
+LANGUAGE C VOLATILE PARALLEL RESTRICTED;
+COMMENT ON FUNCTION lockq.lockq_stats_reset() IS
+'Sets the counters of lockq_stats to zero and its stats_reset to now (administrators only).';
+REVOKE ALL ON FUNCTION lockq.lockq_stats_reset() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION lockq.lockq_stats_reset() TO lockq_admin;
 CREATE VIEW lockq.lockq_stats AS
 	SELECT * FROM lockq.lockq_stats();
 COMMENT ON VIEW lockq.lockq_stats IS
-'Counters of the lock server since the server started, and the current number of holders and waiters.';
+'Counters of the lock server since stats_reset, and gauges: the current holders, waiters, longest queue, delayed locks and state memory.';
 GRANT SELECT ON lockq.lockq_stats TO PUBLIC;
 
 -- 1.1 keeps every function and view in the schema lockq (see

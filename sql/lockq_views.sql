@@ -25,7 +25,7 @@ SELECT proname, has_function_privilege('public', p.oid, 'EXECUTE') AS public_may
 	   has_function_privilege('lockq_admin', p.oid, 'EXECUTE') AS admin_may_call
   FROM pg_proc p
  WHERE proname IN ('lockq_force_release', 'lockq_set_role_limits', 'lockq_grant',
-				   'lockq_revoke', 'lockq_get')
+				   'lockq_revoke', 'lockq_get', 'lockq_stats_reset')
  ORDER BY proname;
 SELECT worker_pid IS NOT NULL AS worker_running, worker_starts FROM lockq_stats;
 SELECT backend_type, application_name FROM pg_stat_activity WHERE backend_type = 'lockq lock server';
@@ -39,3 +39,88 @@ SELECT count(*) AS locks_after_recreate FROM lockq_locks;
 SELECT lockq_try('after-drop', 'o') > :tok_before AS tokens_continue;
 SELECT lockq_release('after-drop', 'o');
 SELECT batch_errors FROM lockq_stats;
+
+--
+-- lockq_stats_reset and the counters of waits, holds and queue lengths.
+-- Counts are exact from a reset: nothing else runs meanwhile.
+--
+CREATE FUNCTION lq_wait_stats(cond text) RETURNS boolean LANGUAGE plpgsql AS $$
+DECLARE
+	ok boolean;
+BEGIN
+	FOR i IN 1..1000 LOOP
+		EXECUTE 'SELECT ' || cond || ' FROM lockq_stats' INTO ok;
+		IF ok THEN
+			RETURN true;
+		END IF;
+		PERFORM pg_sleep(0.01);
+	END LOOP;
+	RETURN false;
+END $$;
+CREATE ROLE lq_stats_user;
+CREATE ROLE lq_stats_admin IN ROLE lockq_admin;
+SET ROLE lq_stats_user;
+SELECT lq_err('SELECT lockq_stats_reset()');
+SET ROLE lq_stats_admin;
+SELECT clock_timestamp() AS before_reset \gset
+SELECT lockq_stats_reset();
+RESET ROLE;
+SELECT grants, handoffs, releases, expiries, requests, wait_time, hold_time,
+	   max_queue_length, longest_queue, stats_reset >= :'before_reset' AS reset_now,
+	   stats_reset <= clock_timestamp() AS not_later
+  FROM lockq_stats;
+
+-- three client-side waiters queue behind a holder; one leaves
+SELECT lockq_try('st', 'holder', '1 min') IS NOT NULL AS granted;
+SELECT lockq_enqueue('st', o, '1 min', heartbeat => '1 min')
+  FROM unnest(ARRAY['c1', 'c2', 'c3']) o;
+SELECT lq_wait_stats('longest_queue = 3');
+SELECT max_queue_length, longest_queue FROM lockq_stats;
+SELECT lockq_cancel('st', 'c3');
+SELECT lq_wait_stats('longest_queue = 2');
+SELECT max_queue_length, longest_queue FROM lockq_stats;
+-- c1 waits at least 100 ms for its grant, the holder holds as long
+SELECT pg_sleep(0.1);
+SELECT lockq_release('st', 'holder');
+SELECT lq_wait_stats('longest_queue = 1');
+SELECT grants, handoffs, releases, max_queue_length, longest_queue,
+	   wait_time >= 100 AND wait_time < 10000 AS waited_100ms,
+	   hold_time >= 100 AND hold_time < 10000 AS held_100ms
+  FROM lockq_stats;
+-- a reset with c2 still queued: the high-water mark starts from the
+-- longest queue now, and rises with it
+SELECT lockq_stats_reset();
+SELECT grants, handoffs, wait_time, hold_time, max_queue_length, longest_queue
+  FROM lockq_stats;
+SELECT lockq_enqueue('st', o, '1 min', heartbeat => '1 min')
+  FROM unnest(ARRAY['c4', 'c5']) o;
+SELECT lq_wait_stats('longest_queue = 3');
+SELECT max_queue_length, longest_queue FROM lockq_stats;
+SELECT lockq_cancel('st', o) FROM unnest(ARRAY['c1', 'c2', 'c4', 'c5']) o;
+SELECT lq_wait_stats('longest_queue = 0');
+SELECT max_queue_length, longest_queue, holders, waiters FROM lockq_stats;
+-- an expired grant held exactly its lease
+SELECT lockq_stats_reset();
+SELECT lockq_try('st-exp', 'o', '200 ms') IS NOT NULL AS granted;
+SELECT lq_wait_stats('expiries = 1');
+SELECT grants, expiries, hold_time, wait_time, handoffs FROM lockq_stats;
+DROP ROLE lq_stats_user;
+DROP ROLE lq_stats_admin;
+
+-- Version 1.0 declares fewer columns of lockq_stats: lockq_stats() leaves
+-- out the ones it does not declare, before and after the update.
+DROP EXTENSION lockq;
+CREATE EXTENSION lockq VERSION '1.0';
+SELECT count(*) AS columns_1_0 FROM pg_attribute
+ WHERE attrelid = 'public.lockq_stats'::regclass AND attnum > 0;
+SELECT worker_pid IS NOT NULL AS worker_running, grace_until FROM public.lockq_stats;
+ALTER EXTENSION lockq UPDATE;
+SELECT count(*) AS columns_1_1 FROM pg_attribute
+ WHERE attrelid = 'lockq.lockq_stats'::regclass AND attnum > 0;
+SELECT worker_pid IS NOT NULL AS worker_running, longest_queue,
+	   stats_reset IS NOT NULL AS has_reset
+  FROM lockq.lockq_stats;
+SELECT has_function_privilege('public', 'lockq.lockq_stats_reset()', 'EXECUTE') AS public_may_reset,
+	   has_function_privilege('lockq_admin', 'lockq.lockq_stats_reset()', 'EXECUTE') AS admin_may_reset;
+DROP EXTENSION lockq;
+CREATE EXTENSION lockq;

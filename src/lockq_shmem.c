@@ -30,6 +30,7 @@
 #include "storage/latch.h"
 #include "storage/proc.h"
 #include "storage/shmem.h"
+#include "utils/timestamp.h"
 
 #include "lockq_fault.h"
 #include "lockq_grants.h"
@@ -128,6 +129,10 @@ lq_shmem_startup(void)
 		pg_atomic_init_u32(&lq_shared->clock_ready, 0);
 		for (i = 0; i < LQ_STAT_COUNT; i++)
 			pg_atomic_init_u64(&lq_shared->stats[i], 0);
+		pg_atomic_init_u64(&lq_shared->queue_max, 0);
+		pg_atomic_init_u64(&lq_shared->longest_queue, 0);
+		pg_atomic_init_u64(&lq_shared->stats_reset,
+						   (uint64) GetCurrentTimestamp());
 	}
 
 	if (!found_slots)
@@ -228,6 +233,41 @@ lq_stat_add(LqStat stat, uint64 n)
 {
 	if (lq_shared != NULL && n > 0)
 		pg_atomic_fetch_add_u64(&lq_shared->stats[stat], n);
+}
+
+/*
+ * lq_stat_queue_length raises the high-water mark of queue lengths
+ * (lockq_stats.max_queue_length) to n if it is below.  A compare-and-swap,
+ * so that a concurrent lockq_stats_reset is never undone by a stale value
+ * from before it, nor a higher mark by a lower one.
+ */
+void
+lq_stat_queue_length(uint64 n)
+{
+	uint64		cur = pg_atomic_read_u64(&lq_shared->queue_max);
+
+	while (cur < n &&
+		   !pg_atomic_compare_exchange_u64(&lq_shared->queue_max, &cur, n))
+		;
+}
+
+/*
+ * lq_stats_reset sets the counters of lockq_stats to zero and stats_reset
+ * to now (lockq_stats_reset).  The high-water mark of queue lengths starts
+ * again from the longest queue as last published; the lock server raises
+ * it again after its next batch should a queue have grown meanwhile.  The
+ * gauges are not touched.
+ */
+void
+lq_stats_reset(void)
+{
+	int			i;
+
+	for (i = 0; i < LQ_STAT_COUNT; i++)
+		pg_atomic_write_u64(&lq_shared->stats[i], 0);
+	pg_atomic_write_u64(&lq_shared->queue_max,
+						pg_atomic_read_u64(&lq_shared->longest_queue));
+	pg_atomic_write_u64(&lq_shared->stats_reset, (uint64) GetCurrentTimestamp());
 }
 
 /*

@@ -153,6 +153,8 @@ typedef enum LqStat
 	LQ_STAT_SYNC_COMMITS,
 	LQ_STAT_WORKER_STARTS,
 	LQ_STAT_BATCH_ERRORS,
+	LQ_STAT_WAIT_US,			/* sum of the waits of granted waiters (µs) */
+	LQ_STAT_HOLD_US,			/* sum of the lives of ended grants (µs) */
 	LQ_STAT_COUNT
 } LqStat;
 
@@ -203,7 +205,16 @@ typedef struct LqShared
 	bool		start_continuous;
 	int64		start_low;
 
+	/*
+	 * Counters (lockq_stats), reset by lockq_stats_reset, which sets
+	 * stats_reset (a TimestampTz); queue_max is the longest queue since
+	 * then, longest_queue the longest now (a gauge, published after every
+	 * batch).
+	 */
 	pg_atomic_uint64 stats[LQ_STAT_COUNT];
+	pg_atomic_uint64 queue_max;
+	pg_atomic_uint64 longest_queue;
+	pg_atomic_uint64 stats_reset;
 
 	/*
 	 * The lock server's batches (lockq_outbox.c): the number of the last
@@ -228,6 +239,8 @@ extern void lq_ring_push(LqEntry entry);
 extern int	lq_ring_drain(LqEntry *out, int max, bool *overflow);
 extern void lq_wake_worker(void);
 extern void lq_stat_add(LqStat stat, uint64 n);
+extern void lq_stat_queue_length(uint64 n);
+extern void lq_stats_reset(void);
 extern void lq_result_error(LqResult *res, int sqlerrcode, const char *message,
 							const char *hint);
 extern List *lq_slot_fencers(int64 token);

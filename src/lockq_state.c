@@ -209,6 +209,17 @@ static int	lq_ndelayed = 0;	/* locks delayed after a restart */
 static HTAB *lq_roles = NULL;	/* LqRoleUsage by role */
 static int64 lq_delay_max = 0;	/* the latest of their ends */
 
+/*
+ * Queue lengths, for the longest queue (lockq_stats.longest_queue) in
+ * constant time: lq_qlen_locks[n] is how many locks have n waiters (n >= 1),
+ * and lq_longest the largest n any lock has.  A queue grows or shrinks one
+ * waiter at a time, so when the only longest queue shrinks, the longest is
+ * one shorter.
+ */
+static int *lq_qlen_locks = NULL;
+static int	lq_qlen_size = 0;	/* entries allocated */
+static int	lq_longest = 0;
+
 static void lq_end_grant(LqLock *lock, LqEndReason why, int64 now);
 static void lq_slot_set_queued(int slotno, int64 ts);
 static void lq_finish_end(LqLock *lock, int64 now);
@@ -313,6 +324,9 @@ lq_state_reset(void)
 	lq_nsession_grants = 0;
 	lq_ndelayed = 0;
 	lq_delay_max = 0;
+	lq_qlen_locks = NULL;		/* went with the context */
+	lq_qlen_size = 0;
+	lq_longest = 0;
 	MemoryContextSwitchTo(old);
 }
 
@@ -325,6 +339,44 @@ lq_state_init(void)
 	lq_state_cxt = AllocSetContextCreate(TopMemoryContext, "lockq state",
 										 ALLOCSET_DEFAULT_SIZES);
 	lq_state_reset();
+}
+
+/*
+ * lq_queue_length_changed records that a lock's queue went from from to to
+ * waiters (one more or one fewer), for the longest queue and its high-water
+ * mark.
+ */
+static void
+lq_queue_length_changed(int from, int to)
+{
+	if (to >= lq_qlen_size)
+	{
+		int			size = Max(64, lq_qlen_size * 2);
+
+		while (size <= to)
+			size *= 2;
+		if (lq_qlen_locks == NULL)
+			lq_qlen_locks = MemoryContextAllocZero(lq_state_cxt,
+												   size * sizeof(int));
+		else
+		{
+			lq_qlen_locks = repalloc(lq_qlen_locks, size * sizeof(int));
+			memset(lq_qlen_locks + lq_qlen_size, 0,
+				   (size - lq_qlen_size) * sizeof(int));
+		}
+		lq_qlen_size = size;
+	}
+	if (from > 0)
+		lq_qlen_locks[from]--;
+	if (to > 0)
+		lq_qlen_locks[to]++;
+	if (to > lq_longest)
+	{
+		lq_longest = to;
+		lq_stat_queue_length((uint64) to);
+	}
+	else if (from == lq_longest && lq_qlen_locks[from] == 0)
+		lq_longest = to;
 }
 
 /*
@@ -825,6 +877,7 @@ lq_waiter_create(LqLock *lock, const LqWaiterSpec *spec)
 	w->timer.memory_only = !spec->client;
 	lq_queue_insert_sorted(lock, w);
 	lock->nwaiters++;
+	lq_queue_length_changed(lock->nwaiters - 1, lock->nwaiters);
 	lq_nwaiters++;
 	lq_role_count(spec->role, offsetof(LqRoleUsage, waiters), 1);
 
@@ -852,6 +905,7 @@ lq_waiter_remove(LqWaiter *w, bool delete_row)
 
 	dlist_delete(&w->node);
 	lock->nwaiters--;
+	lq_queue_length_changed(lock->nwaiters + 1, lock->nwaiters);
 	lq_nwaiters--;
 	lq_role_count(w->role, offsetof(LqRoleUsage, waiters), -1);
 	lq_timer_disarm(&w->timer);
@@ -907,6 +961,10 @@ lq_end_grant(LqLock *lock, LqEndReason why, int64 now)
 			lq_stat_add(LQ_STAT_CANCELS, 1);
 			break;
 	}
+
+	/* its life: to its lease end if that came first (an expiry), else now */
+	lq_stat_add(LQ_STAT_HOLD_US,
+				(uint64) Max(Min(now, lock->expires) - lock->acquired, 0));
 
 	lock->ending = true;
 	if (why == LQ_END_RELEASE || why == LQ_END_CANCEL)
@@ -1047,6 +1105,7 @@ lq_grant_next(LqLock *lock, int64 now)
 	LqWaiter   *w;
 	char		owner[LQ_MAX_OWNER_LEN + 1];
 	int64		token;
+	int64		queued;
 
 	Assert(!lock->held);
 	if (now < lock->delay_until && lock->nwaiters > 0)
@@ -1067,6 +1126,7 @@ lq_grant_next(LqLock *lock, int64 now)
 		lq_waiter_remove(w, true);
 	}
 	strlcpy(owner, w->key.owner, sizeof(owner));
+	queued = w->ts;
 
 	if (w->client)
 	{
@@ -1102,6 +1162,7 @@ lq_grant_next(LqLock *lock, int64 now)
 		lq_reply(slotno, reqid, LQ_ST_GRANTED, token, true);
 	}
 	lq_stat_add(LQ_STAT_HANDOFFS, 1);
+	lq_stat_add(LQ_STAT_WAIT_US, (uint64) Max(lock->acquired - queued, 0));
 }
 
 /*
@@ -1857,6 +1918,9 @@ lq_state_publish_gauges(void)
 	pg_atomic_write_u64(&lq_shared->delay_max, (uint64) lq_delay_max);
 	pg_atomic_write_u64(&lq_shared->state_bytes,
 						(uint64) MemoryContextMemAllocated(lq_state_cxt, true));
+	pg_atomic_write_u64(&lq_shared->longest_queue, (uint64) lq_longest);
+	/* after a lockq_stats_reset that read a longest queue older than this */
+	lq_stat_queue_length((uint64) lq_longest);
 }
 
 /*

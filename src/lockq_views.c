@@ -1,7 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * lockq_views.c
- *		lockq_stats(): the lock server's counters and gauges,
+ *		lockq_stats(): the lock server's counters and gauges (and
+ *		lockq_stats_reset()),
  *		lockq_waiting_backends(): the blocked lockq_get calls, and
  *		lockq_session_grants(): the session-bound grants, all read from
  *		shared memory.  The views are SQL over these and the tables, see the
@@ -51,20 +52,24 @@ static const LqStat lq_stat_columns[] = {
 };
 
 /*
- * the counters, holders, waiters, worker_pid, grace_until, delayed_locks,
- * state_memory
+ * The counters, holders, waiters, worker_pid, grace_until (version 1.0
+ * declares these), delayed_locks, state_memory, wait_time, hold_time,
+ * max_queue_length, longest_queue, stats_reset.
  */
-#define LQ_STATS_NCOLS (lengthof(lq_stat_columns) + 6)
+#define LQ_STATS_NCOLS_1_0 (lengthof(lq_stat_columns) + 4)
+#define LQ_STATS_NCOLS (LQ_STATS_NCOLS_1_0 + 7)
 
 /*
- * lockq_stats returns one row: the counters since the server started, the
+ * lockq_stats returns one row: the counters since stats_reset (the start of
+ * the server, a crash restart included, or the last lockq_stats_reset), the
  * current number of holders and waiters, the worker's pid (NULL when it is
  * not running), the latest end of a lock's delay after a restart
  * (grace_until, NULL when no lock is delayed) and how many locks are
- * delayed, and the memory the lock server's state holds (state_memory,
- * bytes).  Counters are per shared-memory lifetime: a crash restart resets
- * them.  (Version 1.0 of the extension declares neither of the last two:
- * columns a version does not declare are left out.)
+ * delayed, the memory the lock server's state holds (state_memory, bytes),
+ * the waits of granted waiters and the lives of ended grants (wait_time,
+ * hold_time, milliseconds), the longest queue since stats_reset and now.
+ * Version 1.0 of the extension declares only the first columns: the
+ * trailing columns a version does not declare are left out.
  */
 Datum
 lockq_stats(PG_FUNCTION_ARGS)
@@ -80,7 +85,7 @@ lockq_stats(PG_FUNCTION_ARGS)
 	lq_check_available();
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
-	if (tupdesc->natts > LQ_STATS_NCOLS || tupdesc->natts < LQ_STATS_NCOLS - 2)
+	if (tupdesc->natts != LQ_STATS_NCOLS && tupdesc->natts != LQ_STATS_NCOLS_1_0)
 		elog(ERROR, "lockq_stats: expected %d columns, got %d",
 			 (int) LQ_STATS_NCOLS, tupdesc->natts);
 
@@ -104,8 +109,28 @@ lockq_stats(PG_FUNCTION_ARGS)
 		values[n + 3] = TimestampTzGetDatum(lq_us_to_timestamptz(delay_max));
 	values[n + 4] = Int64GetDatum((int64) pg_atomic_read_u64(&lq_shared->delayed));
 	values[n + 5] = Int64GetDatum((int64) pg_atomic_read_u64(&lq_shared->state_bytes));
+	values[n + 6] = Float8GetDatum((double) pg_atomic_read_u64(&lq_shared->stats[LQ_STAT_WAIT_US]) / 1000.0);
+	values[n + 7] = Float8GetDatum((double) pg_atomic_read_u64(&lq_shared->stats[LQ_STAT_HOLD_US]) / 1000.0);
+	values[n + 8] = Int64GetDatum((int64) pg_atomic_read_u64(&lq_shared->queue_max));
+	values[n + 9] = Int64GetDatum((int64) pg_atomic_read_u64(&lq_shared->longest_queue));
+	values[n + 10] = TimestampTzGetDatum((TimestampTz) pg_atomic_read_u64(&lq_shared->stats_reset));
 
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
+}
+
+PG_FUNCTION_INFO_V1(lockq_stats_reset);
+
+/*
+ * lockq_stats_reset sets the counters of lockq_stats to zero, and
+ * stats_reset to now.  Only superusers and lockq_admin may call it (the
+ * install script grants EXECUTE).
+ */
+Datum
+lockq_stats_reset(PG_FUNCTION_ARGS)
+{
+	lq_check_available();
+	lq_stats_reset();
+	PG_RETURN_VOID();
 }
 
 PG_FUNCTION_INFO_V1(lockq_waiting_backends);

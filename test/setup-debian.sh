@@ -9,14 +9,16 @@
 #   lq_ensure_user NAME   as root: create an unprivileged user if missing
 #   lq_start_cluster DIR DATA PORT [CONF]
 #                         initdb and start a throw-away cluster (with as_user)
-# and the variables PGBIN and PG_CONFIG.
+# and the variables PGBIN and PG_CONFIG: Debian's PostgreSQL 15, or the
+# installation whose pg_config PG_CONFIG names in the environment.
 
-PGBIN=/usr/lib/postgresql/15/bin
-PG_CONFIG=$PGBIN/pg_config
+PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
+PGBIN=$("$PG_CONFIG" --bindir 2>/dev/null || echo /usr/lib/postgresql/15/bin)
 LQ_PACKAGES="postgresql-15 postgresql-server-dev-15 libpq-dev libkrb5-dev
              build-essential libipc-run-perl faketime pgbouncer rsync valgrind
              clang libclang-rt-dev python3 python3-psycopg python3-psycopg-pool
-             nodejs golang-go golang-github-jackc-pgx-v4-dev"
+             nodejs golang-go golang-github-jackc-pgx-v4-dev
+             prometheus-postgres-exporter"
 # Packages wanted only for a command that is missing: a Node.js from
 # elsewhere (NodeSource's nodejs) brings its own npm and conflicts with
 # Debian's.
@@ -39,6 +41,12 @@ lq_install_packages() {
 		apt-get update -qq
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
 			"${missing[@]}" >/dev/null
+		# the tests run the exporter themselves: do not leave the service
+		# its package starts listening on port 9187
+		if [[ " ${missing[*]} " == *" prometheus-postgres-exporter "* ]] &&
+			[ -d /run/systemd/system ]; then
+			systemctl disable --now prometheus-postgres-exporter >/dev/null 2>&1 || true
+		fi
 	fi
 }
 
