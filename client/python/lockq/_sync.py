@@ -442,16 +442,22 @@ class Lease:
             return monotonic() + min(self._ttl / 10, 1.0)
         if not renewed:
             self._lose()
-        elif not self._extend(sent + self._ttl):
+        elif self._extend(sent + self._ttl) == "given up":
             self._release_quietly()     # renewed after we had given it up
         return sent + self._ttl / 3
 
     def _extend(self, deadline):
+        """Moves the local deadline after a renewal: "extended", or "done"
+        when release() has begun (its own lockq_release ends the grant, and
+        a second release here would make it report the lease lost), or
+        "given up" when the lease was already counted lost."""
         with self._mu:
-            if self._done or self.lost.is_set() or monotonic() >= self._deadline:
-                return False
+            if self._done:
+                return "done"
+            if self.lost.is_set() or monotonic() >= self._deadline:
+                return "given up"
             self._deadline = deadline
-            return True
+            return "extended"
 
     def _release_quietly(self):
         try:

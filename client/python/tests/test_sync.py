@@ -143,6 +143,31 @@ class SyncTest(LockqTestCase):
         self.assertEqual(lease.token, token)
         self.assertIsNone(self.holder(self.name), "released on exit")
 
+    def test_release_during_a_renewal(self):
+        """A renewal whose answer comes after release() has begun must not
+        release the grant itself: release() would then find it gone and
+        report the lease lost."""
+        lease = lockq.lock(self.pool, self.name, ttl=1.5).acquire()
+        real_run = lease._run
+        renewed, releasing = threading.Event(), threading.Event()
+
+        def run(name, *params):
+            if name == "renew" and not releasing.is_set():
+                out = real_run(name, *params)
+                renewed.set()
+                releasing.wait(10)      # answer only once release() began
+                return out
+            if name == "release" and threading.current_thread() is threading.main_thread():
+                releasing.set()
+                time.sleep(0.3)         # room for a second release to go first
+            return real_run(name, *params)
+
+        lease._run = run
+        self.assertTrue(renewed.wait(10), "a renewal ran")
+        self.assertTrue(lease.release(), "released while held")
+        self.assertFalse(lease.lost.is_set())
+        self.assertIsNone(self.holder(self.name))
+
     def assert_lost(self, lease):
         self.assertTrue(lease.lost.wait(10), "lease.lost is set")
         self.assertFalse(lease.held)
