@@ -15,6 +15,10 @@
 #                           (clang), FUZZ_SECONDS (default 60) per target
 #   make torture            the randomized crash test for SECONDS (default
 #                           600) with SEED (default random)
+#
+# Copyright (c) 2026, lockq developers
+# This file is part of lockq, released under the PostgreSQL License
+# (see LICENSE).
 
 EXTENSION = lockq
 MODULE_big = lockq

@@ -20,6 +20,8 @@
  * CLOCK_BOOTTIME.
  *
  * Copyright (c) 2026, lockq developers
+ * This file is part of lockq, released under the PostgreSQL License
+ * (see LICENSE).
  *
  * IDENTIFICATION
  *		client/lockq.c

@@ -20,6 +20,8 @@
  * stalled network delays none of them past its documented bound.
  *
  * Copyright (c) 2026, lockq developers
+ * This file is part of lockq, released under the PostgreSQL License
+ * (see LICENSE).
  *
  * IDENTIFICATION
  *		client/lockq_client.h

@@ -6,6 +6,8 @@
  *		client finds lockq's functions.
  *
  * Copyright (c) 2026, lockq developers
+ * This file is part of lockq, released under the PostgreSQL License
+ * (see LICENSE).
  *
  * IDENTIFICATION
  *		client/lockq_client_int.h

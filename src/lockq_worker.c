@@ -29,6 +29,8 @@
  * takes over the requests that were in flight (see lq_recover).
  *
  * Copyright (c) 2026, lockq developers
+ * This file is part of lockq, released under the PostgreSQL License
+ * (see LICENSE).
  *
  * IDENTIFICATION
  *		src/lockq_worker.c

@@ -11,6 +11,10 @@
 # LOCKQ_TEST_SUITES limits the run: any of "modules regress isolation tap", or
 # "torture" (make torture: the randomized crash test alone, for
 # LOCKQ_TORTURE_SECONDS with LOCKQ_TORTURE_SEED).
+#
+# Copyright (c) 2026, lockq developers
+# This file is part of lockq, released under the PostgreSQL License
+# (see LICENSE).
 
 set -euo pipefail
 

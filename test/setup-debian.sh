@@ -11,6 +11,10 @@
 #                         initdb and start a throw-away cluster (with as_user)
 # and the variables PGBIN and PG_CONFIG: Debian's PostgreSQL 15, or the
 # installation whose pg_config PG_CONFIG names in the environment.
+#
+# Copyright (c) 2026, lockq developers
+# This file is part of lockq, released under the PostgreSQL License
+# (see LICENSE).
 
 PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
 PGBIN=$("$PG_CONFIG" --bindir 2>/dev/null || echo /usr/lib/postgresql/15/bin)

@@ -4,6 +4,10 @@
 # waiters in background psql sessions, and polling on the lock views.
 # Every wait is a poll_query_until or a pump until expected output; there
 # are no bare sleeps.
+#
+# Copyright (c) 2026, lockq developers
+# This file is part of lockq, released under the PostgreSQL License
+# (see LICENSE).
 
 package LockqTest;
 

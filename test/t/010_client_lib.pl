@@ -2,6 +2,10 @@
 # (client/test/lockqc_test.c), each "ok"/"not ok" line relayed as an
 # assertion; two scenarios where the server is stopped or restarted under a
 # held lock; and the same scenarios under valgrind's memcheck.
+#
+# Copyright (c) 2026, lockq developers
+# This file is part of lockq, released under the PostgreSQL License
+# (see LICENSE).
 use strict;
 use warnings;
 
