@@ -225,6 +225,14 @@ extern void lockqc_wakeup(lockqc_conn *c);
 extern const char *lockqc_status_str(int status);
 
 /**
+ * liblockq's version, which is lockq's ("1.1"): the version of the
+ * extension it was released with.  lockqc_connect refuses a server whose
+ * installed extension (pg_extension.extversion) is older than the oldest
+ * version this library works with, with a message that says so.
+ */
+extern const char *lockqc_version(void);
+
+/**
  * Parses a duration: a non-negative number with a unit ms, s, m or h
  * ("500ms", "30s", "1.5s", "5m"); a bare number is seconds.  Returns 0
  * and sets *ms, or -1 on a malformed or out-of-range value.
