@@ -21,9 +21,10 @@
 #   make torture            the randomized crash test for SECONDS (default
 #                           600) with SEED (default random)
 #   make deb                Debian packages, with debhelper and pg_buildext
-#                           (into ../, see debian/)
+#                           (into build-deb/, see debian/)
 #   make test-deb           build them, install them on this machine (as
-#                           root) and run the README's session against them
+#                           root), try them (the README's session, the CLI,
+#                           a program built with pkg-config), purge them
 #
 # Copyright (c) 2026, lockq developers
 # This file is part of lockq, released under the PostgreSQL License
@@ -82,7 +83,10 @@ PROVE_FLAGS += -I test/perl
 	client-tests install-client clean-client
 
 # The client library and the lockq CLI (client/); the TAP tests also need
-# the library's test programs.
+# the library's test programs.  PGXS sets CFLAGS, CPPFLAGS and LDFLAGS for
+# the server, and make would pass them on to the client's make when they
+# came from the environment (as in a Debian build): it must not.
+unexport CFLAGS CPPFLAGS LDFLAGS
 all: client
 client:
 	$(MAKE) -C client PG_CONFIG=$(PG_CONFIG) all
@@ -105,6 +109,15 @@ clean-client:
 
 test:
 	./test/run-tests.sh
+
+# Debian packages (debian/): make deb builds them into build-deb/ (DEB_DIR);
+# make test-deb (as root) builds, installs and tries them, then purges
+# them.  Not part of make test.  See test/deb.sh.
+.PHONY: deb test-deb
+deb:
+	./test/deb.sh build
+test-deb:
+	./test/deb.sh test
 
 run:
 	./test/demo.sh

@@ -76,7 +76,7 @@ find(
 			{
 				# what builds, tests and packaging make, and what others wrote
 				$File::Find::prune = 1
-				  if /^(tmp_check|tmp_check_iso|tmp_old|results|output_iso|node_modules|__pycache__|build|\.git)$/
+				  if /^(tmp_check|tmp_check_iso|tmp_old|results|output_iso|node_modules|__pycache__|build|build-deb|\.git)$/
 				  || ($File::Find::dir eq "$top/debian" && !/^(tests|source)$/);
 				return;
 			}

@@ -1,7 +1,9 @@
 # README's psql session ("A session in psql") against a fresh cluster with
 # lockq preloaded: every statement answers what README shows (tokens,
 # leases, the timeout error, the fenced write).  The session is read from
-# README.md itself, so README and this test cannot drift apart.
+# README.md itself, so README and this test cannot drift apart.  make
+# test-deb runs the same session against the installed Debian packages
+# (test/readme-session.pl).
 #
 # Copyright (c) 2026, lockq developers
 # This file is part of lockq, released under the PostgreSQL License
