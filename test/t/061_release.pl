@@ -80,7 +80,7 @@ find(
 				  || ($File::Find::dir eq "$top/debian" && !/^(tests|source)$/);
 				return;
 			}
-			return unless /\.(c|h|sql|pl|pm|sh|py|js|go|spec|mk)$/ || $_ eq 'Makefile' || $_ eq 'rules';
+			return unless /\.(c|h|sql|pl|pm|sh|py|js|go|spec|mk|conf|yaml)$/ || $_ eq 'Makefile' || $_ eq 'rules';
 			$checked++;
 			push @unlicensed, $File::Find::name
 			  unless slurp_file($_) =~ /released under the PostgreSQL License/;
