@@ -1,7 +1,12 @@
 # lockq: fair, durable, lease-based distributed locks inside PostgreSQL.
 #
-#   make / make install     build and install the extension (PGXS) and the
-#                           client library and CLI (client/, into PREFIX)
+#   make                    build the extension (PGXS), the client library
+#                           and the CLI (client/)
+#   make install            install the extension into PostgreSQL's
+#                           directories (those of PG_CONFIG)
+#   make install-client     install liblockq and the CLI into PREFIX
+#                           (default /usr/local); make install PREFIX=dir
+#                           installs both
 #   make installcheck       regress, isolation and TAP tests, each against
 #                           its own temporary cluster (run as a non-root user)
 #   make test               everything, from a fresh Debian 12 machine as
@@ -15,6 +20,15 @@
 #                           (clang), FUZZ_SECONDS (default 60) per target
 #   make torture            the randomized crash test for SECONDS (default
 #                           600) with SEED (default random)
+#   make deb                Debian packages, with debhelper and pg_buildext
+#                           (into build-deb/, see debian/)
+#   make test-deb           build them, install them on this machine (as
+#                           root), try them (the README's session, the CLI,
+#                           a program built with pkg-config), purge them
+#
+# Copyright (c) 2026, lockq developers
+# This file is part of lockq, released under the PostgreSQL License
+# (see LICENSE).
 
 EXTENSION = lockq
 MODULE_big = lockq
@@ -37,7 +51,7 @@ ISOLATION_OPTS = --inputdir=test --temp-instance=./tmp_check_iso \
 TAP_TESTS = 1
 PROVE_TESTS = test/t/*.pl
 
-EXTRA_CLEAN = tmp_check_iso output_iso
+EXTRA_CLEAN = tmp_check_iso output_iso tmp_old
 
 PG_CPPFLAGS = -Isrc
 
@@ -54,11 +68,8 @@ endif
 $(shell test "$$(cat src/.flavour 2>/dev/null)" = "$(LQ_FLAVOUR)" || echo "$(LQ_FLAVOUR)" > src/.flavour)
 PG_CFLAGS = -Wall -Wmissing-prototypes -Wno-unused-parameter
 
-ifeq ($(wildcard /usr/lib/postgresql/15/bin/pg_config),)
-PG_CONFIG ?= pg_config
-else
-PG_CONFIG ?= /usr/lib/postgresql/15/bin/pg_config
-endif
+# EXTVERSION (from lockq.control) and PG_CONFIG
+include common.mk
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
@@ -69,15 +80,28 @@ $(OBJS): $(wildcard src/*.h) src/.flavour
 PROVE_FLAGS += -I test/perl
 
 .PHONY: test run bench check-regress check-isolation check-tap client \
-	install-client clean-client
+	client-tests install-client clean-client
 
-# The client library and the lockq CLI (client/).
+# The client library and the lockq CLI (client/); the TAP tests also need
+# the library's test programs.  PGXS sets CFLAGS, CPPFLAGS and LDFLAGS for
+# the server, and make would pass them on to the client's make when they
+# came from the environment (as in a Debian build): it must not.
+unexport CFLAGS CPPFLAGS LDFLAGS
 all: client
 client:
+	$(MAKE) -C client PG_CONFIG=$(PG_CONFIG) all
+client-tests:
 	$(MAKE) -C client PG_CONFIG=$(PG_CONFIG) check-build
-install: install-client
+installcheck check-tap: client-tests
+
+# make install puts only the extension into PostgreSQL's directories; the
+# client goes into PREFIX with make install-client, or with make install
+# when PREFIX is given on the command line.
 install-client: client
 	$(MAKE) -C client PG_CONFIG=$(PG_CONFIG) install
+ifeq ($(origin PREFIX),command line)
+install: install-client
+endif
 clean: clean-client
 clean-client:
 	$(MAKE) -C client clean
@@ -85,6 +109,15 @@ clean-client:
 
 test:
 	./test/run-tests.sh
+
+# Debian packages (debian/): make deb builds them into build-deb/ (DEB_DIR);
+# make test-deb (as root) builds, installs and tries them, then purges
+# them.  Not part of make test.  See test/deb.sh.
+.PHONY: deb test-deb
+deb:
+	./test/deb.sh build
+test-deb:
+	./test/deb.sh test
 
 run:
 	./test/demo.sh

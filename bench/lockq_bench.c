@@ -30,6 +30,8 @@
  * 5 ms as well.  The exact FIFO checks are the TAP tests (001_fifo).
  *
  * Copyright (c) 2026, lockq developers
+ * This file is part of lockq, released under the PostgreSQL License
+ * (see LICENSE).
  *
  * IDENTIFICATION
  *		bench/lockq_bench.c

@@ -7,6 +7,10 @@
 # an unprivileged user, runs bench/lockq_bench, and prints a Markdown
 # report with the machine's facts.  The report is also written to
 # bench/last-run.md.  Extra arguments go to lockq_bench (--quick, --only ...).
+#
+# Copyright (c) 2026, lockq developers
+# This file is part of lockq, released under the PostgreSQL License
+# (see LICENSE).
 
 set -euo pipefail
 

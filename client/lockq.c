@@ -20,6 +20,8 @@
  * CLOCK_BOOTTIME.
  *
  * Copyright (c) 2026, lockq developers
+ * This file is part of lockq, released under the PostgreSQL License
+ * (see LICENSE).
  *
  * IDENTIFICATION
  *		client/lockq.c
@@ -114,6 +116,7 @@ usage(FILE *f)
 			"  -d, --dbname CONNINFO   libpq connection string or URI (default: PG*\n"
 			"                          environment variables)\n"
 			"  -h, --help              show this help\n"
+			"  -V, --version           show lockq's version\n"
 			"\n"
 			"Durations: 500ms, 30s, 1.5s, 5m, 1h (a bare number is seconds).\n"
 			"\n"
@@ -857,6 +860,7 @@ pg_connect(const char *conninfo, char **schema)
 		conninfo ? conninfo : "", NULL};
 	PGconn	   *pg = PQconnectdbParams(kw, val, 1);
 	PGresult   *res;
+	char		msg[256];
 
 	if (PQstatus(pg) != CONNECTION_OK)
 	{
@@ -867,15 +871,19 @@ pg_connect(const char *conninfo, char **schema)
 	res = PQexecParams(pg, "SELECT pg_catalog.set_config('search_path', '', false),"
 					   " " LOCKQC_SCHEMA_SQL ","
 					   " pg_catalog.current_setting('lockq.database', true),"
-					   " pg_catalog.current_database()",
+					   " pg_catalog.current_database(),"
+					   " " LOCKQC_EXTVERSION_SQL,
 					   0, NULL, NULL, NULL, NULL, 0);
-	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQgetisnull(res, 0, 1))
+	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQgetisnull(res, 0, 1) ||
+		lockqc_check_extversion(PQgetvalue(res, 0, 4), msg, sizeof(msg)) != NULL)
 	{
 		if (PQresultStatus(res) != PGRES_TUPLES_OK)
 			fprintf(stderr, "%s: %s", progname, PQresultErrorMessage(res));
-		else
+		else if (PQgetisnull(res, 0, 1))
 			fprintf(stderr, "%s: the lockq extension is not installed in database \"%s\"\n",
 					progname, PQgetvalue(res, 0, 3));
+		else
+			fprintf(stderr, "%s: %s\n", progname, msg);
 		PQclear(res);
 		PQfinish(pg);
 		exit(EXIT_CONNECTION);
@@ -1176,12 +1184,17 @@ main(int argc, char **argv)
 	const char *conninfo = NULL;
 	const char *cmd;
 
-	/* global options before the command: -d CONNINFO, --help */
+	/* global options before the command: -d CONNINFO, --help, --version */
 	while (argc > 1 && argv[1][0] == '-')
 	{
 		if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)
 		{
 			usage(stdout);
+			return 0;
+		}
+		if (strcmp(argv[1], "-V") == 0 || strcmp(argv[1], "--version") == 0)
+		{
+			printf("lockq %s\n", lockqc_version());
 			return 0;
 		}
 		if ((strcmp(argv[1], "-d") == 0 || strcmp(argv[1], "--dbname") == 0) && argc > 2)

@@ -46,6 +46,8 @@
  * runs with an empty search_path.
  *
  * Copyright (c) 2026, lockq developers
+ * This file is part of lockq, released under the PostgreSQL License
+ * (see LICENSE).
  *
  * IDENTIFICATION
  *		client/lockq_client.c
@@ -53,6 +55,7 @@
  *-------------------------------------------------------------------------
  */
 #define _GNU_SOURCE
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -73,6 +76,10 @@
 
 #include "lockq_client.h"
 #include "lockq_client_int.h"
+
+#ifndef LOCKQ_VERSION
+#error "LOCKQ_VERSION must be defined: make passes default_version of lockq.control"
+#endif
 
 #define LQC_DEFAULT_TTL_MS			30000
 #define LQC_DEFAULT_HEARTBEAT_MS	10000
@@ -399,6 +406,50 @@ lockqc_status_str(int status)
 			return "invalid argument";
 	}
 	return "unknown";
+}
+
+const char *
+lockqc_version(void)
+{
+	return LOCKQ_VERSION;
+}
+
+/*
+ * lqc_parse_version reads the MAJOR.MINOR a version starts with (what
+ * follows, say ".2" or "beta1", does not count); false if it cannot.
+ */
+static bool
+lqc_parse_version(const char *v, long *major, long *minor)
+{
+	char	   *end;
+
+	if (v == NULL || !isdigit((unsigned char) v[0]))
+		return false;
+	errno = 0;
+	*major = strtol(v, &end, 10);
+	if (errno != 0 || *end != '.' || !isdigit((unsigned char) end[1]))
+		return false;
+	*minor = strtol(end + 1, &end, 10);
+	return errno == 0;
+}
+
+const char *
+lockqc_check_extversion(const char *installed, char *msg, size_t len)
+{
+	long		major,
+				minor,
+				min_major,
+				min_minor;
+
+	if (!lqc_parse_version(LOCKQC_MIN_EXTVERSION, &min_major, &min_minor))
+		abort();				/* cannot happen: a constant */
+	if (lqc_parse_version(installed, &major, &minor) &&
+		(major > min_major || (major == min_major && minor >= min_minor)))
+		return NULL;
+	snprintf(msg, len,
+			 "lockq extension %s is installed; this client needs %s or later: run ALTER EXTENSION lockq UPDATE",
+			 installed ? installed : "(unknown version)", LOCKQC_MIN_EXTVERSION);
+	return msg;
 }
 
 void
@@ -1352,7 +1403,7 @@ lqc_send_job(lockqc_conn *c, int job, lockqc_handle *h)
 	{
 		lqc_send(c, job, NULL,
 				 "SELECT pg_catalog.set_config('search_path', '', false), "
-				 LOCKQC_SCHEMA_SQL,
+				 LOCKQC_SCHEMA_SQL ", " LOCKQC_EXTVERSION_SQL,
 				 0, NULL);
 		return;
 	}
@@ -1438,16 +1489,20 @@ lqc_setup_done(lockqc_conn *c, int job, PGresult *res, bool ok)
 	if (job == JOB_SETUP)
 	{
 		char	   *schema;
+		char		msg[LQC_ERRLEN];
 		int			i;
 
+		/* a server that answers but cannot serve us: no other host will */
 		if (PQgetisnull(res, 0, 1))
 		{
-			char		msg[LQC_ERRLEN];
-
 			snprintf(msg, sizeof(msg),
 					 "the lockq extension is not installed in database \"%s\"",
 					 PQdb(c->pg));
-			/* a server that answers but cannot serve us: no other host will */
+			lqc_connect_failed(c, msg);
+			return;
+		}
+		if (lockqc_check_extversion(PQgetvalue(res, 0, 2), msg, sizeof(msg)) != NULL)
+		{
 			lqc_connect_failed(c, msg);
 			return;
 		}

@@ -20,6 +20,8 @@
  * stalled network delays none of them past its documented bound.
  *
  * Copyright (c) 2026, lockq developers
+ * This file is part of lockq, released under the PostgreSQL License
+ * (see LICENSE).
  *
  * IDENTIFICATION
  *		client/lockq_client.h
@@ -221,6 +223,14 @@ extern void lockqc_wakeup(lockqc_conn *c);
 
 /** A name for a status code. */
 extern const char *lockqc_status_str(int status);
+
+/**
+ * liblockq's version, which is lockq's ("1.1"): the version of the
+ * extension it was released with.  lockqc_connect refuses a server whose
+ * installed extension (pg_extension.extversion) is older than the oldest
+ * version this library works with, with a message that says so.
+ */
+extern const char *lockqc_version(void);
 
 /**
  * Parses a duration: a non-negative number with a unit ms, s, m or h

@@ -2,10 +2,13 @@
  *
  * lockq_client_int.h
  *		liblockq internals shared with its tests, fuzzers and the lockq
- *		command: parsing of the lock server's NOTIFY payloads, and how a
- *		client finds lockq's functions.
+ *		command: parsing of the lock server's NOTIFY payloads, how a client
+ *		finds lockq's functions, and which versions of the extension it
+ *		works with.
  *
  * Copyright (c) 2026, lockq developers
+ * This file is part of lockq, released under the PostgreSQL License
+ * (see LICENSE).
  *
  * IDENTIFICATION
  *		client/lockq_client_int.h
@@ -21,8 +24,8 @@
 /*
  * LOCKQC_SCHEMA_SQL: the schema of lockq's functions (a text column, NULL
  * when the extension is not installed).  1.1 keeps them in the schema
- * lockq; 1.0 in the schema it was created in (pg_extension.extnamespace),
- * so ask where lockq_get is.  Every name is qualified and every operator
+ * lockq, 1.0 in the schema it was created in (pg_extension.extnamespace):
+ * rather than assume, ask where lockq_get is.  Every name is qualified and every operator
  * spelled OPERATOR(pg_catalog.=): nothing on the search_path can step in.
  */
 #define LOCKQC_SCHEMA_SQL \
@@ -36,6 +39,31 @@
 	"   JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) p.pronamespace" \
 	"  WHERE e.extname OPERATOR(pg_catalog.=) 'lockq'" \
 	"    AND p.proname OPERATOR(pg_catalog.=) 'lockq_get')"
+
+/*
+ * LOCKQC_EXTVERSION_SQL: the installed version of the extension (a text
+ * column, NULL when it is not installed).
+ */
+#define LOCKQC_EXTVERSION_SQL \
+	"(SELECT e.extversion FROM pg_catalog.pg_extension e" \
+	"  WHERE e.extname OPERATOR(pg_catalog.=) 'lockq')"
+
+/*
+ * The oldest version of the extension whose SQL API liblockq and the lockq
+ * command rely on.  Raise it when they start to use something a version
+ * adds; it is not lockq's own version (LOCKQ_VERSION): a newer client works
+ * with any extension from this one on.
+ */
+#define LOCKQC_MIN_EXTVERSION "1.1"
+
+/*
+ * lockqc_check_extversion: NULL if installed (an extversion) is at least
+ * LOCKQC_MIN_EXTVERSION, else (also when it cannot be read as
+ * MAJOR.MINOR) writes into msg, of size len, what is wrong and how to fix
+ * it, and returns msg.
+ */
+extern const char *lockqc_check_extversion(const char *installed, char *msg,
+										   size_t len);
 
 typedef enum lockqc_event
 {

@@ -1,5 +1,9 @@
 /* sql/lockq--1.1.sql */
 
+-- Copyright (c) 2026, lockq developers
+-- This file is part of lockq, released under the PostgreSQL License
+-- (see LICENSE).
+
 -- complain if script is sourced in psql, rather than via CREATE EXTENSION
 \echo Use "CREATE EXTENSION lockq" to load this file. \quit
 

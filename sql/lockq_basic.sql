@@ -1,6 +1,10 @@
 --
 -- lockq_basic: single-session semantics of every function.
 --
+-- Copyright (c) 2026, lockq developers
+-- This file is part of lockq, released under the PostgreSQL License
+-- (see LICENSE).
+--
 
 -- The clock: microseconds since the Unix epoch, close to the wall clock on
 -- a fresh cluster, and strictly increasing.

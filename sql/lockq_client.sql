@@ -3,6 +3,10 @@
 -- lockq_heartbeat, lockq_cancel), in one session.  NOTIFY delivery and the
 -- heartbeat deadline are tested in TAP (t/008_client_waiters.pl).
 --
+-- Copyright (c) 2026, lockq developers
+-- This file is part of lockq, released under the PostgreSQL License
+-- (see LICENSE).
+--
 -- free lock: granted at once
 SELECT lockq_enqueue('q', 'c0', '1 hour', 'chan_c0') AS tok0 \gset
 SELECT :tok0 > 0 AS granted_at_once;

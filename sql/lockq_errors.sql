@@ -3,6 +3,10 @@
 -- and changes nothing: not the tables, not the lock server's counters (the
 -- request never reaches it).
 --
+-- Copyright (c) 2026, lockq developers
+-- This file is part of lockq, released under the PostgreSQL License
+-- (see LICENSE).
+--
 -- A lock held and a waiter queued, so that there is state to disturb.
 SELECT lockq_try('held', 'holder', '1 hour') IS NOT NULL AS held;
 SELECT lockq_enqueue('held', 'client-1', '1 hour', NULL, '1 hour') IS NULL AS queued;

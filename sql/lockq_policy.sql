@@ -5,6 +5,10 @@
 -- a role may take, queue for or fence only lock ids under prefixes granted
 -- to it.  Only members of lockq_admin may set either.
 --
+-- Copyright (c) 2026, lockq developers
+-- This file is part of lockq, released under the PostgreSQL License
+-- (see LICENSE).
+--
 CREATE ROLE lq_p1;
 CREATE ROLE lq_p2;
 CREATE ROLE lq_pgroup;

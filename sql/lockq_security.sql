@@ -4,6 +4,10 @@
 -- to release, renew, take over or cancel; members of lockq_admin can.  A
 -- refused call changes nothing.  lockq_holds answers true or false only.
 --
+-- Copyright (c) 2026, lockq developers
+-- This file is part of lockq, released under the PostgreSQL License
+-- (see LICENSE).
+--
 CREATE ROLE lq_alice;
 CREATE ROLE lq_bob;
 CREATE ROLE lq_carol IN ROLE lockq_admin;

@@ -3,6 +3,10 @@
 -- shared memory, not in lockq.owners; they show in lockq_locks, fence like
 -- any grant, and their release is answered by the session itself.
 --
+-- Copyright (c) 2026, lockq developers
+-- This file is part of lockq, released under the PostgreSQL License
+-- (see LICENSE).
+--
 SELECT lockq_try('s1') AS t1 \gset
 SELECT lock_id, owner = lockq_session_owner() AS mine,
 	   session_pid = pg_backend_pid() AS my_pid, token = :t1 AS same_token

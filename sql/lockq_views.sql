@@ -1,6 +1,10 @@
 --
 -- lockq_views: the shape of the views and functions.
 --
+-- Copyright (c) 2026, lockq developers
+-- This file is part of lockq, released under the PostgreSQL License
+-- (see LICENSE).
+--
 \d lockq_locks
 \d lockq_waiters
 \d lockq_stats

@@ -12,6 +12,8 @@
  * refuses to run with a hint (see lq_check_available).
  *
  * Copyright (c) 2026, lockq developers
+ * This file is part of lockq, released under the PostgreSQL License
+ * (see LICENSE).
  *
  * IDENTIFICATION
  *		src/lockq.c

@@ -11,6 +11,8 @@
  * machine -> outbox, with store, ledger, clock and settings as leaves.
  *
  * Copyright (c) 2026, lockq developers
+ * This file is part of lockq, released under the PostgreSQL License
+ * (see LICENSE).
  *
  * IDENTIFICATION
  *		src/lockq.h

@@ -24,6 +24,8 @@
  *	  exact last value as the ceiling.
  *
  * Copyright (c) 2026, lockq developers
+ * This file is part of lockq, released under the PostgreSQL License
+ * (see LICENSE).
  *
  * IDENTIFICATION
  *		src/lockq_clock.c

@@ -30,6 +30,8 @@
  * test/sql/lockq_fault.sql.
  *
  * Copyright (c) 2026, lockq developers
+ * This file is part of lockq, released under the PostgreSQL License
+ * (see LICENSE).
  *
  * IDENTIFICATION
  *		src/lockq_fault.c

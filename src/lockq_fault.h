@@ -10,6 +10,8 @@
  * build it compiles to nothing and lockq has no fault functions at all.
  *
  * Copyright (c) 2026, lockq developers
+ * This file is part of lockq, released under the PostgreSQL License
+ * (see LICENSE).
  *
  * IDENTIFICATION
  *		src/lockq_fault.h

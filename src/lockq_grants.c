@@ -35,6 +35,8 @@
  * the worker when it rebuilds its state (lq_grants_copy).
  *
  * Copyright (c) 2026, lockq developers
+ * This file is part of lockq, released under the PostgreSQL License
+ * (see LICENSE).
  *
  * IDENTIFICATION
  *		src/lockq_grants.c

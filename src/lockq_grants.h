@@ -4,6 +4,8 @@
  *		Session-bound grants in shared memory (lockq_grants.c).
  *
  * Copyright (c) 2026, lockq developers
+ * This file is part of lockq, released under the PostgreSQL License
+ * (see LICENSE).
  *
  * IDENTIFICATION
  *		src/lockq_grants.h

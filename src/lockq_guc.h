@@ -4,6 +4,8 @@
  *		lockq's settings (lockq_guc.c).
  *
  * Copyright (c) 2026, lockq developers
+ * This file is part of lockq, released under the PostgreSQL License
+ * (see LICENSE).
  *
  * IDENTIFICATION
  *		src/lockq_guc.h

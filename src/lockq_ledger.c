@@ -37,6 +37,8 @@
  * What a batch changes in memory is undone if it fails (lq_ledger_discard).
  *
  * Copyright (c) 2026, lockq developers
+ * This file is part of lockq, released under the PostgreSQL License
+ * (see LICENSE).
  *
  * IDENTIFICATION
  *		src/lockq_ledger.c

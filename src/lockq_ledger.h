@@ -5,6 +5,8 @@
  *		must be flushed before anyone learns of them.
  *
  * Copyright (c) 2026, lockq developers
+ * This file is part of lockq, released under the PostgreSQL License
+ * (see LICENSE).
  *
  * IDENTIFICATION
  *		src/lockq_ledger.h

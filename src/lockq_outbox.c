@@ -25,6 +25,8 @@
  * Only the lock server uses this module.
  *
  * Copyright (c) 2026, lockq developers
+ * This file is part of lockq, released under the PostgreSQL License
+ * (see LICENSE).
  *
  * IDENTIFICATION
  *		src/lockq_outbox.c

@@ -17,6 +17,8 @@
  * lockq_state.c); a lock id outside the role's namespaces is refused here.
  *
  * Copyright (c) 2026, lockq developers
+ * This file is part of lockq, released under the PostgreSQL License
+ * (see LICENSE).
  *
  * IDENTIFICATION
  *		src/lockq_policy.c

@@ -4,6 +4,8 @@
  *		Per-role limits and namespace privileges (lockq_policy.c).
  *
  * Copyright (c) 2026, lockq developers
+ * This file is part of lockq, released under the PostgreSQL License
+ * (see LICENSE).
  *
  * IDENTIFICATION
  *		src/lockq_policy.h

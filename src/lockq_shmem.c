@@ -15,6 +15,8 @@
  * ring_overflow instead, and the worker scans all slots in arrival order.
  *
  * Copyright (c) 2026, lockq developers
+ * This file is part of lockq, released under the PostgreSQL License
+ * (see LICENSE).
  *
  * IDENTIFICATION
  *		src/lockq_shmem.c

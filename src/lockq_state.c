@@ -24,6 +24,8 @@
  *	  strictly increasing, so (ts, owner) order equals arrival order.
  *
  * Copyright (c) 2026, lockq developers
+ * This file is part of lockq, released under the PostgreSQL License
+ * (see LICENSE).
  *
  * IDENTIFICATION
  *		src/lockq_state.c

@@ -5,6 +5,8 @@
  *		and what it takes to continue the clock across restarts.
  *
  * Copyright (c) 2026, lockq developers
+ * This file is part of lockq, released under the PostgreSQL License
+ * (see LICENSE).
  *
  * IDENTIFICATION
  *		src/lockq_statefile.h

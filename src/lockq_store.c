@@ -20,6 +20,8 @@
  * row with the latest snapshot and takes that KEY SHARE lock.
  *
  * Copyright (c) 2026, lockq developers
+ * This file is part of lockq, released under the PostgreSQL License
+ * (see LICENSE).
  *
  * IDENTIFICATION
  *		src/lockq_store.c

@@ -4,6 +4,8 @@
  *		The durable mirror of the lock state: lockq.owners and lockq.queue.
  *
  * Copyright (c) 2026, lockq developers
+ * This file is part of lockq, released under the PostgreSQL License
+ * (see LICENSE).
  *
  * IDENTIFICATION
  *		src/lockq_store.h

@@ -29,6 +29,8 @@
  * takes over the requests that were in flight (see lq_recover).
  *
  * Copyright (c) 2026, lockq developers
+ * This file is part of lockq, released under the PostgreSQL License
+ * (see LICENSE).
  *
  * IDENTIFICATION
  *		src/lockq_worker.c
@@ -378,10 +380,11 @@ lq_drop_quick(int slotno, const char *message)
 
 /*
  * lq_fail_slot answers a slot whose processing keeps failing with the
- * error, so that its backend does not wait forever.  No transaction needed.
+ * error (hint may be NULL), so that its backend does not wait forever.  No
+ * transaction needed.
  */
 static void
-lq_fail_slot(int slotno, int sqlerrcode, const char *message)
+lq_fail_slot(int slotno, int sqlerrcode, const char *message, const char *hint)
 {
 	LqSlot	   *slot;
 	LqResult	res;
@@ -394,7 +397,7 @@ lq_fail_slot(int slotno, int sqlerrcode, const char *message)
 		return;
 	}
 	slot = &lq_slots[slotno];
-	lq_result_error(&res, sqlerrcode, message, NULL);
+	lq_result_error(&res, sqlerrcode, message, hint);
 
 	SpinLockAcquire(&slot->mutex);
 	if (slot->session_ended)
@@ -768,10 +771,11 @@ lq_slot_is_queued(int slotno)
  * the lock is released already.  Otherwise (the state cannot be loaded
  * just now) queued lockq_get calls keep their place, quick releases stay
  * queued, and requests submitted less than min_age microseconds ago wait
- * for the next attempt; everything else is answered.
+ * for the next attempt; everything else is answered.  hint may be NULL.
  */
 static void
-lq_fail_all(int sqlerrcode, const char *message, bool all, int64 min_age)
+lq_fail_all(int sqlerrcode, const char *message, const char *hint, bool all,
+			int64 min_age)
 {
 	List	   *entries = lq_slots_in_flight();
 	ListCell   *lc;
@@ -789,7 +793,7 @@ lq_fail_all(int sqlerrcode, const char *message, bool all, int64 min_age)
 		}
 		else if (all || (!lq_slot_is_queued(slotno) &&
 						 now - lq_slots[slotno].submitted >= min_age))
-			lq_fail_slot(slotno, sqlerrcode, message);
+			lq_fail_slot(slotno, sqlerrcode, message, hint);
 	}
 	list_free(entries);
 }
@@ -913,10 +917,11 @@ lq_recover(void)
 		 */
 		ereport(LOG,
 				(errmsg("lockq lock server could not load its state: %s",
-						edata->message)));
+						edata->message),
+				 edata->hint ? errhint("%s", edata->hint) : 0));
 		snprintf(msg, sizeof(msg), "lockq lock server could not load its state: %s",
 				 edata->message);
-		lq_fail_all(edata->sqlerrcode, msg, false,
+		lq_fail_all(edata->sqlerrcode, msg, edata->hint, false,
 					edata->sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE ?
 					(int64) lockq_table_lock_timeout * 1000 : 0);
 		FreeErrorData(edata);
@@ -930,7 +935,7 @@ lq_recover(void)
 	if (!installed)
 		lq_fail_all(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
 					"lockq is not installed in the lock server's database",
-					true, 0);
+					NULL, true, 0);
 	return installed;
 }
 
@@ -973,7 +978,7 @@ lq_careful_step(void)
 			if (lq_entry_is_quick(entry))
 				lq_drop_quick(slotno, edata->message);
 			else
-				lq_fail_slot(slotno, edata->sqlerrcode, edata->message);
+				lq_fail_slot(slotno, edata->sqlerrcode, edata->message, edata->hint);
 			FreeErrorData(edata);
 			break;				/* rebuild the state, then go on */
 		}

@@ -4,6 +4,8 @@
  *		The lock server's entry points (lockq_worker.c).
  *
  * Copyright (c) 2026, lockq developers
+ * This file is part of lockq, released under the PostgreSQL License
+ * (see LICENSE).
  *
  * IDENTIFICATION
  *		src/lockq_worker.h

@@ -14,6 +14,8 @@
 # make test (make check-modules).
 #
 # Portions Copyright (c) 2026, lockq developers
+# This file is part of lockq, released under the PostgreSQL License
+# (see LICENSE).
 #
 # IDENTIFICATION
 #		test/check-modules.pl

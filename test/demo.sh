@@ -11,6 +11,10 @@
 # second run stops and removes the previous demo cluster first.
 #
 # LOCKQ_DEMO_USER, LOCKQ_DEMO_DIR and LOCKQ_DEMO_PORT override the defaults.
+#
+# Copyright (c) 2026, lockq developers
+# This file is part of lockq, released under the PostgreSQL License
+# (see LICENSE).
 
 set -euo pipefail
 

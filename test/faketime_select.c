@@ -12,6 +12,10 @@
  * select() goes straight to the kernel, so the postmaster never enters that
  * state and all server processes see the same faked wall clock.
  *
+ * Copyright (c) 2026, lockq developers
+ * This file is part of lockq, released under the PostgreSQL License
+ * (see LICENSE).
+ *
  * IDENTIFICATION
  *		test/faketime_select.c
  *

@@ -11,6 +11,10 @@
 # LOCKQ_TEST_SUITES limits the run: any of "modules regress isolation tap", or
 # "torture" (make torture: the randomized crash test alone, for
 # LOCKQ_TORTURE_SECONDS with LOCKQ_TORTURE_SEED).
+#
+# Copyright (c) 2026, lockq developers
+# This file is part of lockq, released under the PostgreSQL License
+# (see LICENSE).
 
 set -euo pipefail
 
@@ -38,7 +42,23 @@ show_failures() {
 # a test whose tools are missing fails instead of skipping (LOCKQ_MAKE_TEST).
 export LOCKQ_MAKE_TEST=1
 lq_install_packages
-LQ_FAULT_INJECTION=1 LQ_CFLAGS="-Wall -Wmissing-prototypes -Wno-unused-parameter -Werror" lq_build_install
+# (liblockq and the CLI too: 010_client_lib builds against the installed ones)
+LQ_FAULT_INJECTION=1 LQ_INSTALL_CLIENT=1 \
+	LQ_CFLAGS="-Wall -Wmissing-prototypes -Wno-unused-parameter -Werror" lq_build_install
+
+# lq_old_versions DIR: the source of every version an upgrade script starts
+# from (sql/lockq--A--B.sql), from git history, into DIR for 060_upgrade,
+# which runs in a copy without .git.  Without that history (not a clone, a
+# shallow clone) the test fails and says why.
+lq_old_versions() {
+	local f v
+	for f in sql/lockq--*--*.sql; do
+		v=${f#sql/lockq--}
+		v=${v%%--*}
+		./test/old-version.sh "$v" "$1" ||
+			log "060_upgrade will fail: it needs lockq $v from git history (above)"
+	done
+}
 
 targets=()
 for s in $SUITES; do
@@ -56,6 +76,7 @@ if [ "$(id -u)" -eq 0 ]; then
 	lq_ensure_user "$TESTUSER"
 	work=$(mktemp -d /tmp/lockq-test.XXXXXX)
 	rsync -a --exclude .git "$here/" "$work/"
+	lq_old_versions "$work/tmp_old"
 	chown -R "$TESTUSER": "$work"
 	log "running ${SUITES} as $TESTUSER in $work"
 	if ! runuser -u "$TESTUSER" -- env LOCKQ_MAKE_TEST=1 \

@@ -3,17 +3,27 @@
 # test/setup-debian.sh -- shared set-up for make test and make run.
 #
 # Sourced, not run.  Provides:
-#   lq_install_packages   as root: apt-get install whatever is missing
+#   lq_install_packages [PACKAGE...]
+#                         as root: apt-get install whatever is missing of
+#                         PACKAGEs (default: what make test and make run
+#                         need, LQ_PACKAGES)
 #   lq_build_install      build lockq and install it into PostgreSQL 15
-#                         (LQ_FAULT_INJECTION=1: the test build)
+#                         (LQ_FAULT_INJECTION=1: the test build;
+#                         LQ_INSTALL_CLIENT=1: liblockq and the CLI too,
+#                         into /usr/local)
 #   lq_ensure_user NAME   as root: create an unprivileged user if missing
 #   lq_start_cluster DIR DATA PORT [CONF]
 #                         initdb and start a throw-away cluster (with as_user)
-# and the variables PGBIN and PG_CONFIG: Debian's PostgreSQL 15, or the
-# installation whose pg_config PG_CONFIG names in the environment.
+# and the variables PG_CONFIG (as given in the environment, else Debian's
+# PostgreSQL 15) and PGBIN (its bindir).
+#
+# Copyright (c) 2026, lockq developers
+# This file is part of lockq, released under the PostgreSQL License
+# (see LICENSE).
 
 PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
-PGBIN=$("$PG_CONFIG" --bindir 2>/dev/null || echo /usr/lib/postgresql/15/bin)
+# (set again by lq_install_packages: on a fresh machine pg_config comes then)
+PGBIN=$("$PG_CONFIG" --bindir 2>/dev/null || dirname "$PG_CONFIG")
 LQ_PACKAGES="postgresql-15 postgresql-server-dev-15 libpq-dev libkrb5-dev
              build-essential libipc-run-perl faketime pgbouncer rsync valgrind
              clang libclang-rt-dev python3 python3-psycopg python3-psycopg-pool
@@ -29,12 +39,15 @@ lq_log() { printf '\n=== %s\n' "$*"; }
 lq_install_packages() {
 	local missing=() p
 	[ "$(id -u)" -eq 0 ] || return 0
-	for p in $LQ_PACKAGES; do
+	if [ $# -eq 0 ]; then
+		set -- $LQ_PACKAGES
+		for p in $LQ_COMMAND_PACKAGES; do
+			command -v "${p%%:*}" >/dev/null || missing+=("${p#*:}")
+		done
+	fi
+	for p in "$@"; do
 		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \
 			|| missing+=("$p")
-	done
-	for p in $LQ_COMMAND_PACKAGES; do
-		command -v "${p%%:*}" >/dev/null || missing+=("${p#*:}")
 	done
 	if [ ${#missing[@]} -gt 0 ]; then
 		lq_log "installing ${missing[*]}"
@@ -48,16 +61,19 @@ lq_install_packages() {
 			systemctl disable --now prometheus-postgres-exporter >/dev/null 2>&1 || true
 		fi
 	fi
+	PGBIN=$("$PG_CONFIG" --bindir)
 }
 
 lq_build_install() {
 	lq_log "building lockq"
 	local fi=FAULT_INJECTION=${LQ_FAULT_INJECTION:-0}
+	local targets=(install)
+	[ "${LQ_INSTALL_CLIENT:-0}" != 1 ] || targets+=(install-client)
 	make -s PG_CONFIG="$PG_CONFIG" "$fi" ${LQ_CFLAGS:+PG_CFLAGS="$LQ_CFLAGS"}
 	if [ -w "$($PG_CONFIG --pkglibdir)" ]; then
-		make -s PG_CONFIG="$PG_CONFIG" "$fi" install
+		make -s PG_CONFIG="$PG_CONFIG" "$fi" "${targets[@]}"
 	else
-		sudo make -s PG_CONFIG="$PG_CONFIG" "$fi" install
+		sudo make -s PG_CONFIG="$PG_CONFIG" "$fi" "${targets[@]}"
 	fi
 }
 

@@ -38,6 +38,10 @@
 # The machine's load average is printed with every sample: the throughput
 # check compares the end with the start of one run, so other work on the
 # machine during the run can make it fail.
+#
+# Copyright (c) 2026, lockq developers
+# This file is part of lockq, released under the PostgreSQL License
+# (see LICENSE).
 
 set -euo pipefail
 

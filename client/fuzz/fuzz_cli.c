@@ -34,6 +34,8 @@
  *	- force-release: exactly one lock id, an input argument.
  *
  * Copyright (c) 2026, lockq developers
+ * This file is part of lockq, released under the PostgreSQL License
+ * (see LICENSE).
  *
  * IDENTIFICATION
  *		client/fuzz/fuzz_cli.c

@@ -8,6 +8,8 @@
  * does for an AddressSanitizer or UndefinedBehaviorSanitizer report.
  *
  * Copyright (c) 2026, lockq developers
+ * This file is part of lockq, released under the PostgreSQL License
+ * (see LICENSE).
  *
  * IDENTIFICATION
  *		client/fuzz/fuzz_common.h

@@ -30,6 +30,8 @@
  *	  that allocated more than it freed), no descriptor is left open.
  *
  * Copyright (c) 2026, lockq developers
+ * This file is part of lockq, released under the PostgreSQL License
+ * (see LICENSE).
  *
  * IDENTIFICATION
  *		client/fuzz/fuzz_conninfo.c

@@ -24,6 +24,8 @@
  * back to exactly that value.
  *
  * Copyright (c) 2026, lockq developers
+ * This file is part of lockq, released under the PostgreSQL License
+ * (see LICENSE).
  *
  * IDENTIFICATION
  *		client/fuzz/fuzz_duration.c

@@ -26,6 +26,8 @@
  *    (the server's limits), and reject the payload otherwise.
  *
  * Copyright (c) 2026, lockq developers
+ * This file is part of lockq, released under the PostgreSQL License
+ * (see LICENSE).
  *
  * IDENTIFICATION
  *		client/fuzz/fuzz_notify.c

@@ -1,3 +1,7 @@
+// Copyright (c) 2026, lockq developers
+// This file is part of lockq, released under the PostgreSQL License
+// (see LICENSE).
+
 'use strict';
 /**
  * lockq for Node.js (node-postgres): fair, leased, fenced locks in PostgreSQL.

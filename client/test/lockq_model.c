@@ -60,6 +60,8 @@
  * be dropped while they wait).  No other session may use lockq meanwhile.
  *
  * Copyright (c) 2026, lockq developers
+ * This file is part of lockq, released under the PostgreSQL License
+ * (see LICENSE).
  *
  * IDENTIFICATION
  *		client/test/lockq_model.c

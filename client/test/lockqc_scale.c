@@ -38,6 +38,8 @@
  *	ERROR <message>				and exit status 1
  *
  * Copyright (c) 2026, lockq developers
+ * This file is part of lockq, released under the PostgreSQL License
+ * (see LICENSE).
  *
  * IDENTIFICATION
  *		client/test/lockqc_scale.c

@@ -11,6 +11,8 @@
  * script through stdout ("READY") and stdin.
  *
  * Copyright (c) 2026, lockq developers
+ * This file is part of lockq, released under the PostgreSQL License
+ * (see LICENSE).
  *
  * IDENTIFICATION
  *		client/test/lockqc_test.c

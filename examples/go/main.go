@@ -1,3 +1,7 @@
+// Copyright (c) 2026, lockq developers
+// This file is part of lockq, released under the PostgreSQL License
+// (see LICENSE).
+
 // Command lockq-example uses lockq from Go with pgx v4 (Debian's
 // golang-github-jackc-pgx-v4-dev): the client-side wait over LISTEN/NOTIFY
 // with heartbeats, auto-renewal, a context cancelled on lease loss, and

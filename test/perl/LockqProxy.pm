@@ -7,6 +7,10 @@
 #   USR2  lost replies: forward requests, drop every answer
 #   HUP   forward again
 # start_proxy(port) returns (pid, listen port); stop_proxy(pid) ends it.
+#
+# Copyright (c) 2026, lockq developers
+# This file is part of lockq, released under the PostgreSQL License
+# (see LICENSE).
 
 package LockqProxy;
 

@@ -4,6 +4,10 @@
 # waiters in background psql sessions, and polling on the lock views.
 # Every wait is a poll_query_until or a pump until expected output; there
 # are no bare sleeps.
+#
+# Copyright (c) 2026, lockq developers
+# This file is part of lockq, released under the PostgreSQL License
+# (see LICENSE).
 
 package LockqTest;
 
@@ -37,12 +41,14 @@ sub require_tool
 	plan skip_all => $what;
 }
 
-# lockq_node(name, extra_conf) creates and starts a node with lockq
-# preloaded and the extension created in database postgres.
+# lockq_node(name, %opts) creates and starts a node with lockq preloaded
+# and the extension created in database postgres.  opts: conf (more
+# settings), init (options of init), new (of PostgreSQL::Test::Cluster->new,
+# such as install_path), no_start, no_extension.
 sub lockq_node
 {
 	my ($name, %opts) = @_;
-	my $node = PostgreSQL::Test::Cluster->new($name);
+	my $node = PostgreSQL::Test::Cluster->new($name, %{ $opts{new} // {} });
 	$node->init(%{ $opts{init} // {} });
 	$node->append_conf(
 		'postgresql.conf', qq{

@@ -7,6 +7,10 @@
 -- a short pause, lockq_heartbeat; if granted by then, the fenced critical
 -- section of durable.sql (counted as kind 'w') and a release, otherwise
 -- lockq_cancel (which also releases a grant that raced with it).
+--
+-- Copyright (c) 2026, lockq developers
+-- This file is part of lockq, released under the PostgreSQL License
+-- (see LICENSE).
 \set keyno random(1, 1000)
 SELECT coalesce(lockq_try('soak/key/' || :keyno, 'soak-t-' || :client_id, '10 seconds'), 0) AS t \gset
 \if :t > 0

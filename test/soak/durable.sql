@@ -8,6 +8,10 @@
 -- holders that overlapped would lose an update.  Every grant inserts a row
 -- into lockq.owners and every release deletes it: this is the workload that
 -- bloats the table if autovacuum does not keep up.
+--
+-- Copyright (c) 2026, lockq developers
+-- This file is part of lockq, released under the PostgreSQL License
+-- (see LICENSE).
 \set k random(1, :nhot)
 SELECT lockq_get('soak/hot/' || :k, 'soak-d-' || :client_id, '10 seconds') AS tok \gset
 BEGIN;

@@ -3,6 +3,10 @@
 -- The same critical section as durable.sql on soak/sess/1..S, but with
 -- owner NULL: the grant lives in shared memory (lockq_session_grants), its
 -- fence is a count there, and the release is answered by the session.
+--
+-- Copyright (c) 2026, lockq developers
+-- This file is part of lockq, released under the PostgreSQL License
+-- (see LICENSE).
 \set k random(1, :nsess)
 SELECT lockq_get('soak/sess/' || :k) AS tok \gset
 BEGIN;

@@ -2,6 +2,10 @@
 -- (make FAULT_INJECTION=1), created by tests in their own database; they
 -- are not part of the extension, and the production build has none.
 -- See src/lockq_fault.c.
+--
+-- Copyright (c) 2026, lockq developers
+-- This file is part of lockq, released under the PostgreSQL License
+-- (see LICENSE).
 
 CREATE FUNCTION lockq_fault_arm(name text, action text, arg integer DEFAULT 0,
 								skip integer DEFAULT 0, times integer DEFAULT 1)

@@ -1,6 +1,10 @@
 # Strict FIFO: waiters are granted in arrival order, whatever kind they are
 # (a backend blocked in lockq_get or a client-side waiter), and lockq_try
 # never barges in front of a queued waiter.
+#
+# Copyright (c) 2026, lockq developers
+# This file is part of lockq, released under the PostgreSQL License
+# (see LICENSE).
 use strict;
 use warnings;
 

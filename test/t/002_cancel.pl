@@ -1,5 +1,9 @@
 # Timeout, query cancel and session death leave no queue entry behind and
 # never an orphaned grant; session-bound locks end with their session.
+#
+# Copyright (c) 2026, lockq developers
+# This file is part of lockq, released under the PostgreSQL License
+# (see LICENSE).
 use strict;
 use warnings;
 

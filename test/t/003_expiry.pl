@@ -1,6 +1,10 @@
 # Lease expiry: a grant that is not renewed ends at its deadline, and the
 # worker hands the lock to the next waiter promptly (target: within 50 ms).
 # A holder that renews keeps the lock.  lockq.max_ttl is read on reload.
+#
+# Copyright (c) 2026, lockq developers
+# This file is part of lockq, released under the PostgreSQL License
+# (see LICENSE).
 use strict;
 use warnings;
 

@@ -1,6 +1,10 @@
 # The lock server is terminated (pg_terminate_backend): it restarts, keeps
 # the grants and the queue, takes over requests that were in flight, and no
 # waiter hangs.
+#
+# Copyright (c) 2026, lockq developers
+# This file is part of lockq, released under the PostgreSQL License
+# (see LICENSE).
 use strict;
 use warnings;
 

@@ -6,6 +6,10 @@
 # flush (ttl up to lockq.max_grace) may be lost in a crash; then nothing is
 # granted until every such lease has ended (the grace period), and with
 # lockq.synchronous_grants no grace is needed.
+#
+# Copyright (c) 2026, lockq developers
+# This file is part of lockq, released under the PostgreSQL License
+# (see LICENSE).
 use strict;
 use warnings;
 

@@ -12,6 +12,10 @@
 # (test/faketime_select.c) is preloaded before libfaketime so that the lock
 # server, which the postmaster forks from a signal handler, sees the faked
 # clock too; the test checks that it does.
+#
+# Copyright (c) 2026, lockq developers
+# This file is part of lockq, released under the PostgreSQL License
+# (see LICENSE).
 use strict;
 use warnings;
 

@@ -4,6 +4,10 @@
 # would be lost.  A second phase uses leases shorter than the critical
 # section, so leases expire under the holders: fencing must reject every
 # late write, and still no update may be lost.
+#
+# Copyright (c) 2026, lockq developers
+# This file is part of lockq, released under the PostgreSQL License
+# (see LICENSE).
 use strict;
 use warnings;
 

@@ -3,6 +3,10 @@
 # alive by heartbeats, dropped within their heartbeat interval when they
 # stop, and never blocking the queue for longer than that.  A NOTIFY is only
 # a wake-up: a forged one grants nothing.
+#
+# Copyright (c) 2026, lockq developers
+# This file is part of lockq, released under the PostgreSQL License
+# (see LICENSE).
 use strict;
 use warnings;
 

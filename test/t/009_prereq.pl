@@ -1,6 +1,10 @@
 # Where lockq refuses to work, it says why: without shared_preload_libraries,
 # and on a hot standby.  The lock server runs only on a primary; after a
 # promotion it starts, with the grants that were replicated.
+#
+# Copyright (c) 2026, lockq developers
+# This file is part of lockq, released under the PostgreSQL License
+# (see LICENSE).
 use strict;
 use warnings;
 

@@ -2,6 +2,10 @@
 # (client/test/lockqc_test.c), each "ok"/"not ok" line relayed as an
 # assertion; two scenarios where the server is stopped or restarted under a
 # held lock; and the same scenarios under valgrind's memcheck.
+#
+# Copyright (c) 2026, lockq developers
+# This file is part of lockq, released under the PostgreSQL License
+# (see LICENSE).
 use strict;
 use warnings;
 
@@ -92,7 +96,7 @@ SKIP:
 	my $installed = system('pkg-config --exists lockq') == 0;
 	fail('liblockq is installed under make test (pkg-config lockq)')
 	  if !$installed && $ENV{LOCKQ_MAKE_TEST};
-	skip 'liblockq is not installed (pkg-config lockq)', 2 unless $installed;
+	skip 'liblockq is not installed (pkg-config lockq)', 3 unless $installed;
 	my $dir = PostgreSQL::Test::Utils::tempdir();
 	open(my $fh, '>', "$dir/uses_lockq.c") or die $!;
 	print $fh <<'C';
@@ -103,6 +107,7 @@ int main(int argc, char **argv)
 	char *err = NULL;
 	lockqc_conn *c = lockqc_connect(argv[1], &err);
 	lockqc_handle *h;
+	printf("version %s\n", lockqc_version());
 	if (c == NULL) { fprintf(stderr, "%s", err); return 1; }
 	if (lockqc_lock(c, "installed", NULL, &h) != LOCKQC_OK) return 2;
 	printf("token %lld\n", (long long) lockqc_token(h));
@@ -118,7 +123,10 @@ C
 		'a program builds against the installed header and pkg-config file');
 	my ($out, $err) = ('', '');
 	IPC::Run::run([ "$dir/uses_lockq", $connstr ], '>', \$out, '2>', \$err);
-	like($out, qr/^token \d+$/, 'and runs against the installed shared library') or diag($err);
+	like($out, qr/^token \d+$/m, 'and runs against the installed shared library') or diag($err);
+	my $control = PostgreSQL::Test::Utils::slurp_file("$ENV{TESTDIR}/lockq.control");
+	my ($version) = $control =~ /^default_version\s*=\s*'([^']*)'/m;
+	like($out, qr/^version \Q$version\E$/m, "lockqc_version() is lockq.control's version ($version)");
 }
 
 # --- memcheck ---------------------------------------------------------------

@@ -2,6 +2,10 @@
 # passes the exit status and the lock's environment on, keeps the lease
 # alive, stops the command when the lease is lost, leaves nothing queued
 # when interrupted; lockq status and lockq release; the exit codes.
+#
+# Copyright (c) 2026, lockq developers
+# This file is part of lockq, released under the PostgreSQL License
+# (see LICENSE).
 use strict;
 use warnings;
 

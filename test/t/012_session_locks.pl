@@ -4,6 +4,10 @@
 # lock server with their queue, and a hand-off held back by a fenced
 # transaction stays held back across that restart.  A transaction fenced on
 # one cannot be prepared.
+#
+# Copyright (c) 2026, lockq developers
+# This file is part of lockq, released under the PostgreSQL License
+# (see LICENSE).
 use strict;
 use warnings;
 

@@ -29,6 +29,10 @@
 #   lost: it learns of the grant from a heartbeat; and its empty search_path
 #   stays on the server connection, which is why README says liblockq wants
 #   a direct connection or a session pooler).
+#
+# Copyright (c) 2026, lockq developers
+# This file is part of lockq, released under the PostgreSQL License
+# (see LICENSE).
 use strict;
 use warnings;
 

@@ -20,6 +20,10 @@
 # Then what a synchronous standby is for: an asynchronous standby that was
 # behind is promoted too.  A grant it had not received is lost (another
 # owner gets the lock), and a token the old primary issued is issued again.
+#
+# Copyright (c) 2026, lockq developers
+# This file is part of lockq, released under the PostgreSQL License
+# (see LICENSE).
 use strict;
 use warnings;
 

@@ -26,6 +26,10 @@
 # Timings and memory are reported with note(); the bounds asserted are
 # generous (a shared 2-core machine) but would catch work per hand-off that
 # grows with the queue, or memory that grows per grant.
+#
+# Copyright (c) 2026, lockq developers
+# This file is part of lockq, released under the PostgreSQL License
+# (see LICENSE).
 use strict;
 use warnings;
 

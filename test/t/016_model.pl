@@ -16,6 +16,10 @@
 # either return the token or leave no grant behind; only a grant with an
 # explicit owner may stay with that owner (README: the cancel came after
 # the call returned).  This test found that session-bound ones stayed too.
+#
+# Copyright (c) 2026, lockq developers
+# This file is part of lockq, released under the PostgreSQL License
+# (see LICENSE).
 use strict;
 use warnings;
 

@@ -10,6 +10,10 @@
 # makes the run exit non-zero and leave an artifact: every run must exit
 # with 0, leave none, and have actually run inputs.  No PostgreSQL server
 # is involved.
+#
+# Copyright (c) 2026, lockq developers
+# This file is part of lockq, released under the PostgreSQL License
+# (see LICENSE).
 use strict;
 use warnings;
 

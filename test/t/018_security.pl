@@ -9,6 +9,10 @@
 # is live.  Then mallory forges a grant notification to a client waiter on
 # its channel: the server, asked, says the waiter still waits.  (Role
 # checks on release, renew, take-over and cancel: regress lockq_security.)
+#
+# Copyright (c) 2026, lockq developers
+# This file is part of lockq, released under the PostgreSQL License
+# (see LICENSE).
 use strict;
 use warnings;
 

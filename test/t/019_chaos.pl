@@ -15,6 +15,10 @@
 #     lost, terminated, lock not acquired, lease lost), nothing else;
 #   - nothing is left queued or held once the clients are gone and the
 #     last leases ran out.
+#
+# Copyright (c) 2026, lockq developers
+# This file is part of lockq, released under the PostgreSQL License
+# (see LICENSE).
 use strict;
 use warnings;
 

@@ -7,6 +7,10 @@
 #   - A terminate ends the wait and the lock server exits without answering;
 #     the restarted one waits for the standby before it answers anyone.
 #   - A fast shutdown does not hang on the wait.
+#
+# Copyright (c) 2026, lockq developers
+# This file is part of lockq, released under the PostgreSQL License
+# (see LICENSE).
 use strict;
 use warnings;
 

@@ -11,6 +11,10 @@
 #     stale entry in the arrival ring; the session's quick release and next
 #     request, made before that entry is handled, are applied in their
 #     order (the next lockq_get gets a new grant, not the ended one).
+#
+# Copyright (c) 2026, lockq developers
+# This file is part of lockq, released under the PostgreSQL License
+# (see LICENSE).
 use strict;
 use warnings;
 

@@ -4,6 +4,10 @@
 # after lockq.table_lock_timeout, waiting lockq_get calls still time out
 # and can be cancelled on time, and the log names the relation and the
 # process holding it.  Once the lock is gone, everything due happens.
+#
+# Copyright (c) 2026, lockq developers
+# This file is part of lockq, released under the PostgreSQL License
+# (see LICENSE).
 use strict;
 use warnings;
 

@@ -9,6 +9,10 @@
 #     server publishes it.
 # In every case the holder's release is answered true exactly once and
 # each waiter gets one token, in arrival order.
+#
+# Copyright (c) 2026, lockq developers
+# This file is part of lockq, released under the PostgreSQL License
+# (see LICENSE).
 use strict;
 use warnings;
 

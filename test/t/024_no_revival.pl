@@ -4,6 +4,10 @@
 # crash (kill -9, pg_ctl stop -m immediate) and a clean restart.  And a
 # clean restart neither revives nor stretches leases: the time the server
 # was down counts against them, exactly.
+#
+# Copyright (c) 2026, lockq developers
+# This file is part of lockq, released under the PostgreSQL License
+# (see LICENSE).
 use strict;
 use warnings;
 

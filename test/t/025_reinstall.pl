@@ -3,6 +3,10 @@
 # restarts or crashes, in any order: the floors live outside the extension
 # (the state file lockq.state) and CREATE EXTENSION copies them into the
 # new sequences, so that they also replicate.
+#
+# Copyright (c) 2026, lockq developers
+# This file is part of lockq, released under the PostgreSQL License
+# (see LICENSE).
 use strict;
 use warnings;
 

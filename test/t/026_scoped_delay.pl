@@ -3,6 +3,10 @@
 # their flush), 1,000 other lock ids are idle; kill -9 of the postmaster.
 # The idle ids are granted within 1 s of the restart; the hot lock waits
 # no longer than its own bound (its lease, 2 s, plus the 2 s slack).
+#
+# Copyright (c) 2026, lockq developers
+# This file is part of lockq, released under the PostgreSQL License
+# (see LICENSE).
 use strict;
 use warnings;
 

@@ -8,6 +8,10 @@
 #     session);
 #   - hand-offs held back cost the lock server nothing while nothing
 #     changes: no retries every 50 ms.
+#
+# Copyright (c) 2026, lockq developers
+# This file is part of lockq, released under the PostgreSQL License
+# (see LICENSE).
 use strict;
 use warnings;
 

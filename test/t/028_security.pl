@@ -14,6 +14,10 @@
 #     name (the message is cut on a character boundary), not 22021;
 #   - namespace privileges turned on in postgresql.conf, and a role's
 #     lockq_holds outside its namespaces holds nothing back.
+#
+# Copyright (c) 2026, lockq developers
+# This file is part of lockq, released under the PostgreSQL License
+# (see LICENSE).
 use strict;
 use warnings;
 

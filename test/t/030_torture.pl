@@ -17,6 +17,10 @@
 #
 # The histories, the nemesis log and the checker's report stay in
 # tmp_check/torture_SEED/.
+#
+# Copyright (c) 2026, lockq developers
+# This file is part of lockq, released under the PostgreSQL License
+# (see LICENSE).
 use strict;
 use warnings;
 

@@ -9,6 +9,10 @@
 # atomic cancel flag); a wait the server dropped is reported; and
 # lockqc_disconnect racing with a waiting thread or called from the
 # lost-lease callback, also under valgrind.
+#
+# Copyright (c) 2026, lockq developers
+# This file is part of lockq, released under the PostgreSQL License
+# (see LICENSE).
 use strict;
 use warnings;
 

@@ -6,6 +6,10 @@
 # beside it; one Ctrl-C reaches the command once; a nested run with the
 # same owner does not release the outer grant; exit codes and messages;
 # flock's switches; lockq force-release; lockq status's exit code.
+#
+# Copyright (c) 2026, lockq developers
+# This file is part of lockq, released under the PostgreSQL License
+# (see LICENSE).
 use strict;
 use warnings;
 

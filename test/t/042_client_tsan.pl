@@ -4,6 +4,10 @@
 # lost-lease callback, a stalled backend) built with -fsanitize=thread
 # (client/test/tsan/lockqc_test, "make check-tsan"): every check passes and
 # ThreadSanitizer reports nothing.
+#
+# Copyright (c) 2026, lockq developers
+# This file is part of lockq, released under the PostgreSQL License
+# (see LICENSE).
 use strict;
 use warnings;
 

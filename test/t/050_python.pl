@@ -2,6 +2,10 @@
 # unittest suite (client/python/tests) runs with Debian's python3 and
 # python3-psycopg / python3-psycopg-pool against a fresh node, and every
 # test case becomes an assertion here.
+#
+# Copyright (c) 2026, lockq developers
+# This file is part of lockq, released under the PostgreSQL License
+# (see LICENSE).
 use strict;
 use warnings;
 

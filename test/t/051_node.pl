@@ -3,6 +3,10 @@
 # the module under this test's temporary directory, then its node:test
 # suite (client/node/test) runs against a fresh node, and every test case
 # becomes an assertion here.
+#
+# Copyright (c) 2026, lockq developers
+# This file is part of lockq, released under the PostgreSQL License
+# (see LICENSE).
 use strict;
 use warnings;
 

@@ -3,6 +3,10 @@
 # against a fresh node: a fenced counter under four goroutines, a short
 # lease kept by renewals, a lost lease when an administrator takes the
 # lock, and a timeout that leaves nothing queued.
+#
+# Copyright (c) 2026, lockq developers
+# This file is part of lockq, released under the PostgreSQL License
+# (see LICENSE).
 use strict;
 use warnings;
 

@@ -13,6 +13,10 @@
 #   counters, starts the high-water mark from the queue there is, and
 #   moves stats_reset; counting starts again from there;
 # * the exporter is stopped at the end (and if the test dies).
+#
+# Copyright (c) 2026, lockq developers
+# This file is part of lockq, released under the PostgreSQL License
+# (see LICENSE).
 use strict;
 use warnings;
 

@@ -46,6 +46,10 @@
 #       heartbeats never failed until one returned its token was queued
 #       all along; a grant asked for after that answer must have a larger
 #       token.                                                   (code I4)
+#
+# Copyright (c) 2026, lockq developers
+# This file is part of lockq, released under the PostgreSQL License
+# (see LICENSE).
 use strict;
 use warnings;
 

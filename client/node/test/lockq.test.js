@@ -1,3 +1,7 @@
+// Copyright (c) 2026, lockq developers
+// This file is part of lockq, released under the PostgreSQL License
+// (see LICENSE).
+
 'use strict';
 // lockq.js against a real server (LOCKQ_TEST_DSN, set by test/t/051_node.pl):
 // FIFO, timeout, abort, renewals, lost leases, fencing, release on throw,

@@ -1,3 +1,7 @@
+# Copyright (c) 2026, lockq developers
+# This file is part of lockq, released under the PostgreSQL License
+# (see LICENSE).
+
 """What the synchronous and the asyncio client share: the SQL they send,
 the NOTIFY payload parser, owner and channel names, the exceptions.
 

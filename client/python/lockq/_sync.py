@@ -1,3 +1,7 @@
+# Copyright (c) 2026, lockq developers
+# This file is part of lockq, released under the PostgreSQL License
+# (see LICENSE).
+
 """lockq from threads: ``with lockq.lock(conn_or_pool, "name") as lease``.
 
 The same state machine as liblockq (client/lockq_client.c):

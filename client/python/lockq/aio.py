@@ -1,3 +1,7 @@
+# Copyright (c) 2026, lockq developers
+# This file is part of lockq, released under the PostgreSQL License
+# (see LICENSE).
+
 """lockq from asyncio: ``async with lockq.aio.lock(conn_or_pool, "name") as lease``.
 
 The same protocol as the threaded client (lockq._sync: client-side wait

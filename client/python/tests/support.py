@@ -1,3 +1,7 @@
+# Copyright (c) 2026, lockq developers
+# This file is part of lockq, released under the PostgreSQL License
+# (see LICENSE).
+
 """What both test modules share: the server under test (LOCKQ_TEST_DSN, set
 by test/t/050_python.pl) and an administrator's connection to look at the
 lock views and play the other side."""

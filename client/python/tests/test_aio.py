@@ -1,3 +1,7 @@
+# Copyright (c) 2026, lockq developers
+# This file is part of lockq, released under the PostgreSQL License
+# (see LICENSE).
+
 """lockq.aio.lock against a real server: the asyncio variant's FIFO,
 timeout, task cancellation, renewals, lost leases, fencing and release on
 exceptions, with a connection and with a pool."""

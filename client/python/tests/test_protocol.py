@@ -1,3 +1,7 @@
+# Copyright (c) 2026, lockq developers
+# This file is part of lockq, released under the PostgreSQL License
+# (see LICENSE).
+
 """The NOTIFY payload parser and the names the client makes (no server)."""
 
 import unittest

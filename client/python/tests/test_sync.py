@@ -1,3 +1,7 @@
+# Copyright (c) 2026, lockq developers
+# This file is part of lockq, released under the PostgreSQL License
+# (see LICENSE).
+
 """lockq.lock against a real server: FIFO, timeout, cancel, renewals, lost
 leases, fencing, release on exceptions, with a connection and with a pool."""
 
