@@ -423,10 +423,19 @@ lqf_PQgetisnull(const PGresult *res, int row, int col)
 	return 0;
 }
 
+/*
+ * lqf_PQgetvalue: pg_connect's statement reads the schema, the settings and
+ * the installed extension's version (column 4: the oldest this client
+ * accepts); every other answer is "t".
+ */
 static char *
 lqf_PQgetvalue(const PGresult *res, int row, int col)
 {
-	return res == (PGresult *) &lqf_fake_setup_res ? lqf_public : lqf_true;
+	static char extversion[] = LOCKQC_MIN_EXTVERSION;
+
+	if (res != (PGresult *) &lqf_fake_setup_res)
+		return lqf_true;
+	return col == 4 ? extversion : lqf_public;
 }
 
 static void

@@ -125,21 +125,23 @@ is(scalar_query($node, "SELECT string_agg(owner, ' ') FROM lockq_waiters WHERE l
 ok(scalar_query($node, 'SELECT dropped_waiters FROM lockq_stats') >= 1, 'counted');
 $dead->quit;
 
-# A waiter that keeps heartbeating stays, well past its interval.  (The
-# interval leaves room for a slow psql start between heartbeats.)
-is(scalar_query($node, "SELECT lockq_enqueue('D', 'beating', '1 hour', NULL, '1 s') IS NULL"),
-	't', 'a waiter with a 1 s interval that heartbeats');
-my $start = scalar_query($node, 'SELECT lockq_now()');
+# A waiter that keeps heartbeating stays, well past its interval.  It
+# heartbeats from one open session every 0.5 s, as a client would (a psql start
+# per heartbeat could take longer than the interval on a loaded machine).
+my $beater = $node->background_psql('postgres');
+is($beater->query_safe("SELECT lockq_enqueue('D', 'beating', '1 hour', NULL, '2 s') IS NULL"),
+	't', 'a waiter with a 2 s interval that heartbeats');
+my $start = $beater->query_safe('SELECT lockq_now()');
 my $beats = 0;
-while (scalar_query($node, "SELECT lockq_now() - $start") < 3_500_000)
+while ($beater->query_safe("SELECT lockq_now() - $start") < 6_000_000)
 {
-	my $since = scalar_query($node, 'SELECT lockq_now()');
-	$node->poll_query_until('postgres', "SELECT lockq_now() - $since > 300000");
-	$beats++ if scalar_query($node, "SELECT lockq_heartbeat('D', 'beating') IS NULL") eq 't';
+	$beater->query_safe('SELECT pg_sleep(0.5)');    # the client's pace, not a wait
+	$beats++ if $beater->query_safe("SELECT lockq_heartbeat('D', 'beating') IS NULL") eq 't';
 }
-cmp_ok($beats, '>=', 4, "$beats heartbeats while queued");
+cmp_ok($beats, '>=', 6, "$beats heartbeats while queued");
 is(scalar_query($node, "SELECT count(*) FROM lockq_waiters WHERE owner = 'beating'"), '1',
-	'after 3.5 s it is still queued');
+	'after 6 s (three intervals) it is still queued');
+$beater->quit;
 scalar_query($node, "SELECT lockq_cancel('D', 'beating')");
 scalar_query($node, "SELECT lockq_release('D', 'holder')");
 is(scalar_query($node, "SELECT owner FROM lockq_locks WHERE lock_id = 'D'"), 'alive',
