@@ -1381,6 +1381,10 @@ lq_request_clock_extension(void)
  * has ended, so lockq_holds is false) must still hold after a crash, when
  * the clock resumes above the ceiling.  Asks the lock server to extend the
  * ceiling when the clock has passed it (an idle lock server lets it lag).
+ * It also waits, the same way, for the lock server's first start in this
+ * shared-memory lifetime to commit: lockq_holds reads lockq.owners, and
+ * until then a grant whose release was shown before a crash and lost in it
+ * is still there (the clock is ready before that, in the same transaction).
  */
 static int64
 lq_now_bounded(void)
@@ -1391,7 +1395,8 @@ lq_now_bounded(void)
 	{
 		int64		v = lq_clock_peek();
 
-		if (v <= lq_clock_ceiling() && lq_clock_is_ready())
+		if (v <= lq_clock_ceiling() && lq_clock_is_ready() &&
+			lq_server_started())
 			return v;
 		if (tries > 100)
 			elog(ERROR, "lockq clock ceiling is not advancing");

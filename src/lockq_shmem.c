@@ -238,6 +238,23 @@ lq_stat_add(LqStat stat, uint64 n)
 }
 
 /*
+ * lq_server_started tells a backend whether the lock server's first start
+ * in this shared-memory lifetime has committed.  Before that, after a
+ * crash, lockq's tables still hold what the crash left: grants whose end
+ * was shown before it but lost in it, which lq_store_settle ends in that
+ * same transaction.  The lock server sets the flag after its commit, so a
+ * snapshot taken after reading true sees the settled tables.
+ */
+bool
+lq_server_started(void)
+{
+	bool		started = lq_shared->started;
+
+	pg_read_barrier();
+	return started;
+}
+
+/*
  * lq_stat_queue_length raises the high-water mark of queue lengths
  * (lockq_stats.max_queue_length) to n if it is below.  A compare-and-swap,
  * so that a concurrent lockq_stats_reset is never undone by a stale value

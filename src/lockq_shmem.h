@@ -199,8 +199,10 @@ typedef struct LqShared
 
 	/*
 	 * The lock server's start in this shared-memory lifetime (see
-	 * lq_ledger_start): whether the first one has committed, and what the
-	 * first attempt decided about the clock, kept for a retry.
+	 * lq_ledger_start): whether the first one has committed (backends read
+	 * it with lq_server_started: until then the tables may still hold what
+	 * a crash left unsettled), and what the first attempt decided about the
+	 * clock, kept for a retry.
 	 */
 	bool		started;
 	bool		start_planned;
@@ -241,6 +243,7 @@ extern void lq_ring_push(LqEntry entry);
 extern int	lq_ring_drain(LqEntry *out, int max, bool *overflow);
 extern void lq_wake_worker(void);
 extern void lq_stat_add(LqStat stat, uint64 n);
+extern bool lq_server_started(void);
 extern void lq_stat_queue_length(uint64 n);
 extern void lq_stats_reset(void);
 extern void lq_result_error(LqResult *res, int sqlerrcode, const char *message,

@@ -930,7 +930,11 @@ lq_recover(void)
 
 	lq_end_batch();
 	if (installed)
+	{
+		/* after the commit: backends may read the tables from now on */
+		pg_write_barrier();
 		lq_shared->started = true;
+	}
 	lq_need_recover = false;
 	if (!installed)
 		lq_fail_all(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,

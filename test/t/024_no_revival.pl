@@ -111,5 +111,40 @@ cmp_ok($after, '<=', $before - $gap + 0.5, 'a crash does not stretch the lease e
 cmp_ok($after, '>=', $before - $gap - 0.5, 'nor shorten it');
 is(scalar_query($node, "SELECT lockq_holds('L5', $long)"), 't', 'the long lease survived both');
 
+# --- while the lock server settles after a crash --------------------------
+# After a crash the tables still hold a grant whose release was shown but
+# lost; the lock server ends it (lq_store_settle) in its first transaction,
+# and its clock is ready before that commits.  lockq_holds, which reads
+# the table, must wait for that commit.  The new lock server is held right
+# after the settle (recover-after-owners) to look into the window; a long
+# wal_writer_delay keeps the release in WAL buffers until the crash.
+fault_functions($node);
+$node->append_conf('postgresql.conf', qq{
+wal_writer_delay = '10s'
+lockq.fault_points = 'recover-after-owners:wait'
+});
+$node->reload;
+my $t6 = scalar_query($node, "SELECT lockq_try('L6', 'g', '30 seconds')");
+is(scalar_query($node, "SELECT lockq_release('L6', 'g', $t6)"), 't', 'g releases L6');
+crash_restart($node);
+ok($node->poll_query_until('postgres',
+		"SELECT coalesce((SELECT waiting > 0 FROM lockq_faults() WHERE name = 'recover-after-owners'), false)"),
+	'the new lock server waits after settling, before its commit');
+my $h = start_waiter($node, 'holds6', "SELECT 'holds:' || lockq_holds('L6', $t6);");
+ok($node->poll_query_until('postgres',
+		"SELECT wait_event_type = 'Extension' FROM pg_stat_activity WHERE application_name = 'holds6'"),
+	'lockq_holds waits for the lock server');
+$h->{run}->pump_nb();
+unlike($h->{stdout}, qr/holds:/, 'and has not answered');
+$node->safe_psql('postgres', "SELECT lockq_fault_wakeup('recover-after-owners')");
+is(waiter_result($h, qr/holds:(\w)/), 'f',
+	'once the lock server has committed, the released grant does not hold');
+$h->quit;
+dead_after('after kill -9, seen as the lock server starts', 'L6', 'g', $t6);
+$node->adjust_conf('postgresql.conf', 'lockq.fault_points', "''");
+$node->adjust_conf('postgresql.conf', 'wal_writer_delay', "'200ms'");
+$node->reload;
+$node->safe_psql('postgres', 'SELECT lockq_fault_disarm()');
+
 $node->stop;
 done_testing();
