@@ -8,6 +8,11 @@
  * Every client is a thread with its own connection.  For each point the
  * systems run alternately, several rounds, and the medians are reported.
  *
+ * Systems: pg_advisory_lock (session level); lockq session-bound
+ * (lockq_get(lock), owner NULL: no WAL); lockq leased (lockq_get(lock,
+ * owner, '30 s') and lockq_release(lock, owner, token): the lease lockq
+ * exists for); liblockq (the C library's client-side wait).
+ *
  * Scenarios:
  *	uncontended C   each client locks and releases its own fresh key;
  *					pairs/s and acquire latency
@@ -15,9 +20,21 @@
  *					release; hand-offs/s, hand-off latency (release sent ->
  *					next holder running), waits, per-client counts, Jain's
  *					fairness index, FIFO inversions, mutual exclusion
+ *	jobs C          a job runner: 100 job keys, C workers; each picks a
+ *					random key, tries it (pg_try_advisory_lock / lockq_try),
+ *					and if it got it, runs a fenced UPDATE of the job's row
+ *					(lockq: ... AND lockq_holds(key, token)) and releases;
+ *					jobs/s
+ *	scaling C       leased, distinct keys, 1 to 64 clients: grants/s of one
+ *					server
  *	expiry          a holder vanishes; lag from its lease end to the next
  *					waiter's grant (lockq only: advisory locks have no leases)
  *	library C       the contended scenario through liblockq (NOTIFY path)
+ *
+ * For each point the CPU time the cluster's processes and the benchmark
+ * itself used is split: the lock server, the backends (and PostgreSQL's
+ * other processes), the benchmark's clients; and how much of it was in the
+ * kernel.  Per operation, it says where the next speed-up must come from.
  *
  * FIFO inversions: client A's request reached the lock more than
  * INVERSION_MARGIN_US before client B's, but A was granted after B.  The
@@ -39,6 +56,7 @@
  *-------------------------------------------------------------------------
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <inttypes.h>
 #include <math.h>
 #include <pthread.h>
@@ -60,11 +78,21 @@
 typedef enum
 {
 	SYS_ADVISORY,
-	SYS_LOCKQ,
+	SYS_LOCKQ,					/* session-bound: lockq_get(lock) */
+	SYS_LEASED,					/* an owner and a lease, released by token */
 	SYS_LIBRARY
 } bench_sys;
 
-static const char *sys_name[] = {"advisory", "lockq", "liblockq"};
+static const char *sys_name[] = {"advisory", "lockq session", "lockq leased", "liblockq"};
+
+typedef enum
+{
+	SCEN_UNCONTENDED,
+	SCEN_CONTENDED,
+	SCEN_JOBS
+} bench_scen;
+
+#define JOB_KEYS			100
 
 typedef struct point_result
 {
@@ -81,6 +109,11 @@ typedef struct point_result
 	int64_t		count_max;
 	int64_t		ops;
 	double		cs_per_op;		/* context switches (whole machine) per op */
+	double		cpu_server;		/* CPU µs per op: the lock server */
+	double		cpu_backends;	/* the cluster's other processes */
+	double		cpu_client;		/* the benchmark's own threads */
+	double		cpu_kernel;		/* share of all that in the kernel, % */
+	double		misses;			/* jobs: tries that found the key taken, % */
 } point_result;
 
 /* One critical-section entry, recorded by the holder. */
@@ -168,9 +201,13 @@ typedef struct client
 {
 	int			id;
 	bench_sys	sys;
-	bool		contended;
+	bench_scen	scen;
 	PGconn	   *pg;
 	lockqc_conn *lc;
+	char		owner[32];		/* leased: this client's owner name */
+	char		token[32];		/* leased: the token of the current grant */
+	unsigned int seed;			/* jobs: rand_r */
+	int64_t		misses;
 	int64_t		count;
 	int64_t    *lat;			/* uncontended acquire latencies */
 	int64_t		nlat;
@@ -183,10 +220,10 @@ typedef struct client
  * that neither parsing nor planning falls between arrival and request.
  */
 static int64_t
-exec_arrival(PGconn *pg, const char *sql, const char *param)
+exec_arrival(PGconn *pg, const char *sql, int nparams, const char *const *params,
+			 char *token, size_t tokenlen)
 {
-	const char *params[1] = {param};
-	PGresult   *res = PQexecParams(pg, sql, 1, NULL, params, NULL, NULL, 0);
+	PGresult   *res = PQexecParams(pg, sql, nparams, NULL, params, NULL, NULL, 0);
 	int64_t		t;
 
 	if (PQresultStatus(res) != PGRES_TUPLES_OK)
@@ -195,21 +232,48 @@ exec_arrival(PGconn *pg, const char *sql, const char *param)
 		exit(1);
 	}
 	t = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+	if (token != NULL)
+		snprintf(token, tokenlen, "%s", PQgetvalue(res, 0, 1));
 	PQclear(res);
 	return t;
+}
+
+/*
+ * exec_value runs a one-row, one-column statement and copies its value
+ * (empty for NULL) into out.
+ */
+static void
+exec_value(PGconn *pg, const char *sql, int nparams, const char *const *params,
+		   char *out, size_t outlen)
+{
+	PGresult   *res = PQexecParams(pg, sql, nparams, NULL, params, NULL, NULL, 0);
+
+	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1)
+	{
+		fprintf(stderr, "query \"%s\" failed: %s", sql, PQresultErrorMessage(res));
+		exit(1);
+	}
+	snprintf(out, outlen, "%s", PQgetvalue(res, 0, 0));
+	PQclear(res);
 }
 
 static int64_t
 acquire(client *c, const char *key, lockqc_handle **h)
 {
+	const char *params[2] = {key, c->owner};
+
 	switch (c->sys)
 	{
 		case SYS_ADVISORY:
 			return exec_arrival(c->pg, "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::int8,"
-								" pg_advisory_lock(hashtextextended($1, 0))", key);
+								" pg_advisory_lock(hashtextextended($1, 0))", 1, params, NULL, 0);
 		case SYS_LOCKQ:
 			return exec_arrival(c->pg, "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::int8,"
-								" lockq_get($1)", key);
+								" lockq.lockq_get($1)", 1, params, NULL, 0);
+		case SYS_LEASED:
+			return exec_arrival(c->pg, "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::int8,"
+								" lockq.lockq_get($1, $2, '30 s')", 2, params,
+								c->token, sizeof(c->token));
 		case SYS_LIBRARY:
 			if (lockqc_lock(c->lc, key, NULL, h) != LOCKQC_OK)
 			{
@@ -224,13 +288,26 @@ acquire(client *c, const char *key, lockqc_handle **h)
 static void
 release(client *c, const char *key, lockqc_handle *h)
 {
+	const char *params[3] = {key, c->owner, c->token};
+	char		ok[8];
+
 	switch (c->sys)
 	{
 		case SYS_ADVISORY:
 			exec1(c->pg, "SELECT pg_advisory_unlock(hashtextextended($1, 0))", key);
 			break;
 		case SYS_LOCKQ:
-			exec1(c->pg, "SELECT lockq_release($1)", key);
+			exec1(c->pg, "SELECT lockq.lockq_release($1)", key);
+			break;
+		case SYS_LEASED:
+			exec_value(c->pg, "SELECT lockq.lockq_release($1, $2, $3::int8)", 3, params,
+					   ok, sizeof(ok));
+			if (strcmp(ok, "t") != 0)
+			{
+				fprintf(stderr, "lockq_release(%s, %s, %s) returned %s\n", key,
+						c->owner, c->token, ok);
+				exit(1);
+			}
 			break;
 		case SYS_LIBRARY:
 			if (lockqc_unlock(h) != LOCKQC_OK)
@@ -240,6 +317,69 @@ release(client *c, const char *key, lockqc_handle *h)
 			}
 			break;
 	}
+}
+
+/*
+ * job_step is one try of the job runner: a random job key; if the try gets
+ * it, the job's row is updated (fenced, for lockq) and the key released.
+ * Returns whether the job ran.
+ */
+static bool
+job_step(client *c)
+{
+	char		key[32];
+	char		id[16];
+	char		got[32];
+	const char *params[3] = {key, c->owner, c->token};
+	const char *upd[3] = {id, key, c->token};
+	int			k = (int) (rand_r(&c->seed) % JOB_KEYS);
+	PGresult   *res;
+
+	snprintf(key, sizeof(key), "job:%d", k);
+	snprintf(id, sizeof(id), "%d", k);
+	switch (c->sys)
+	{
+		case SYS_ADVISORY:
+			exec_value(c->pg, "SELECT pg_try_advisory_lock(hashtextextended($1, 0))", 1, params,
+					   got, sizeof(got));
+			if (strcmp(got, "t") != 0)
+				return false;
+			res = PQexecParams(c->pg, "UPDATE bench_jobs SET n = n + 1 WHERE id = $1::int",
+							   1, NULL, upd, NULL, NULL, 0);
+			break;
+		case SYS_LOCKQ:
+			exec_value(c->pg, "SELECT lockq.lockq_try($1)", 1, params, c->token, sizeof(c->token));
+			if (c->token[0] == '\0')
+				return false;
+			res = PQexecParams(c->pg, "UPDATE bench_jobs SET n = n + 1"
+							   " WHERE id = $1::int AND lockq.lockq_holds($2, $3::int8)",
+							   3, NULL, upd, NULL, NULL, 0);
+			break;
+		case SYS_LEASED:
+			exec_value(c->pg, "SELECT lockq.lockq_try($1, $2, '30 s')", 2, params,
+					   c->token, sizeof(c->token));
+			if (c->token[0] == '\0')
+				return false;
+			res = PQexecParams(c->pg, "UPDATE bench_jobs SET n = n + 1"
+							   " WHERE id = $1::int AND lockq.lockq_holds($2, $3::int8)",
+							   3, NULL, upd, NULL, NULL, 0);
+			break;
+		default:
+			fprintf(stderr, "jobs: no such system\n");
+			exit(1);
+	}
+	if (PQresultStatus(res) != PGRES_COMMAND_OK || strcmp(PQcmdTuples(res), "1") != 0)
+	{
+		fprintf(stderr, "jobs: the fenced update of %s did not go through: %s%s\n", key,
+				PQcmdTuples(res), PQresultErrorMessage(res));
+		exit(1);
+	}
+	PQclear(res);
+	if (c->sys == SYS_ADVISORY)
+		exec1(c->pg, "SELECT pg_advisory_unlock(hashtextextended($1, 0))", key);
+	else
+		release(c, key, NULL);
+	return true;
 }
 
 static void *
@@ -268,7 +408,15 @@ client_main(void *arg)
 		int64_t		t1;
 		int64_t		arrival;
 
-		if (c->contended)
+		if (c->scen == SCEN_JOBS)
+		{
+			if (job_step(c))
+				c->count++;
+			else
+				c->misses++;
+			continue;
+		}
+		if (c->scen == SCEN_CONTENDED)
 			snprintf(key, sizeof(key), "hot");
 		else
 			snprintf(key, sizeof(key), "u:%d:%" PRId64, c->id, n++);
@@ -277,7 +425,7 @@ client_main(void *arg)
 		arrival = acquire(c, key, &h);
 		t1 = now_us();
 
-		if (c->contended)
+		if (c->scen == SCEN_CONTENDED)
 		{
 			if (atomic_fetch_add(&inside, 1) != 0)
 				atomic_fetch_add(&violations, 1);
@@ -333,8 +481,132 @@ context_switches(void)
 	return n;
 }
 
+/* CPU time in clock ticks, user and kernel, of a group of processes. */
+typedef struct cpu_ticks
+{
+	int64_t		server_user;
+	int64_t		server_sys;
+	int64_t		other_user;		/* the cluster's other processes */
+	int64_t		other_sys;
+	int64_t		self_user;		/* this benchmark */
+	int64_t		self_sys;
+} cpu_ticks;
+
+static int	postmaster_pid;
+static int	server_pid;
+
+/*
+ * read_stat reads the parent pid and the user and system CPU ticks of a
+ * process from /proc/PID/stat; false if it is gone.
+ */
+static bool
+read_stat(const char *path, int *ppid, int64_t *utime, int64_t *stime)
+{
+	FILE	   *f = fopen(path, "r");
+	char		buf[1024];
+	char	   *p;
+	bool		ok = false;
+
+	if (f == NULL)
+		return false;
+	if (fgets(buf, sizeof(buf), f) != NULL && (p = strrchr(buf, ')')) != NULL)
+	{
+		long long	pp;
+		unsigned long long ut;
+		unsigned long long st;
+
+		/* after "pid (comm)": state ppid pgrp session tty tpgid flags
+		 * minflt cminflt majflt cmajflt utime stime */
+		if (sscanf(p + 2, "%*c %lld %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
+				   &pp, &ut, &st) == 3)
+		{
+			*ppid = (int) pp;
+			*utime = (int64_t) ut;
+			*stime = (int64_t) st;
+			ok = true;
+		}
+	}
+	fclose(f);
+	return ok;
+}
+
+/*
+ * sample_cpu adds up the CPU ticks of the lock server, of the other
+ * children of the postmaster (backends, WAL writer, ...) and of this
+ * process.  Processes that exit between two samples are not counted, so
+ * the clients' connections stay open until after the second sample.
+ */
+static cpu_ticks
+sample_cpu(void)
+{
+	cpu_ticks	t;
+	DIR		   *d = opendir("/proc");
+	struct dirent *e;
+	int			ppid;
+	int64_t		u;
+	int64_t		k;
+
+	memset(&t, 0, sizeof(t));
+	if (read_stat("/proc/self/stat", &ppid, &u, &k))
+	{
+		t.self_user = u;
+		t.self_sys = k;
+	}
+	if (d == NULL || postmaster_pid <= 0)
+	{
+		if (d)
+			closedir(d);
+		return t;
+	}
+	while ((e = readdir(d)) != NULL)
+	{
+		char		path[300];
+		int			pid = atoi(e->d_name);
+
+		if (pid <= 0)
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+		if (!read_stat(path, &ppid, &u, &k) || ppid != postmaster_pid)
+			continue;
+		if (pid == server_pid)
+		{
+			t.server_user += u;
+			t.server_sys += k;
+		}
+		else
+		{
+			t.other_user += u;
+			t.other_sys += k;
+		}
+	}
+	closedir(d);
+	return t;
+}
+
+/*
+ * find_server learns the pids of the lock server and the postmaster (the
+ * benchmark runs on the server's machine, as make bench does; elsewhere
+ * the CPU columns stay empty).
+ */
+static void
+find_server(void)
+{
+	PGconn	   *pg = connect_db();
+	char		pid[32];
+	char		path[64];
+	int64_t		u;
+	int64_t		k;
+
+	exec_value(pg, "SELECT coalesce(worker_pid, 0) FROM lockq.lockq_stats", 0, NULL, pid, sizeof(pid));
+	PQfinish(pg);
+	server_pid = atoi(pid);
+	snprintf(path, sizeof(path), "/proc/%d/stat", server_pid);
+	if (server_pid <= 0 || !read_stat(path, &postmaster_pid, &u, &k))
+		postmaster_pid = 0;
+}
+
 static point_result
-measure(bench_sys sys, int nclients, bool contended)
+measure(bench_sys sys, int nclients, bench_scen scen)
 {
 	client	   *cl = calloc(nclients, sizeof(client));
 	pthread_t  *th = calloc(nclients, sizeof(pthread_t));
@@ -343,7 +615,11 @@ measure(bench_sys sys, int nclients, bool contended)
 	int64_t		t_end;
 	int64_t		cs_start;
 	int64_t		cs_end;
+	cpu_ticks	cpu0;
+	cpu_ticks	cpu1;
 	int64_t		total = 0;
+	int64_t		misses = 0;
+	bool		contended = scen == SCEN_CONTENDED;
 	int			i;
 
 	memset(&r, 0, sizeof(r));
@@ -357,7 +633,9 @@ measure(bench_sys sys, int nclients, bool contended)
 	{
 		cl[i].id = i;
 		cl[i].sys = sys;
-		cl[i].contended = contended;
+		cl[i].scen = scen;
+		snprintf(cl[i].owner, sizeof(cl[i].owner), "bench-%d", i);
+		cl[i].seed = (unsigned int) (i * 7919 + 17);
 		if (sys == SYS_LIBRARY)
 		{
 			char	   *err = NULL;
@@ -371,7 +649,7 @@ measure(bench_sys sys, int nclients, bool contended)
 		}
 		else
 			cl[i].pg = connect_db();
-		if (!contended)
+		if (scen == SCEN_UNCONTENDED)
 		{
 			cl[i].cap = 1000000;
 			cl[i].lat = malloc(sizeof(int64_t) * cl[i].cap);
@@ -381,22 +659,42 @@ measure(bench_sys sys, int nclients, bool contended)
 	pthread_barrier_wait(&start_barrier);
 	t_start = now_us();
 	cs_start = context_switches();
+	cpu0 = sample_cpu();
 	usleep((useconds_t) (seconds * 1e6));
 	atomic_store(&stop_flag, true);
 	t_end = now_us();
 	cs_end = context_switches();
+	cpu1 = sample_cpu();
 	for (i = 0; i < nclients; i++)
 		pthread_join(th[i], NULL);
 
 	for (i = 0; i < nclients; i++)
+	{
 		total += cl[i].count;
+		misses += cl[i].misses;
+	}
 	r.ops = total;
 	r.rate = total / ((t_end - t_start) / 1e6);
 	r.cs_per_op = total > 0 && cs_start >= 0 && cs_end >= 0 ?
 		(double) (cs_end - cs_start) / total : 0;
 	r.violations = atomic_load(&violations);
+	r.misses = total + misses > 0 ? 100.0 * misses / (total + misses) : 0;
+	if (total > 0)
+	{
+		double		us_per_tick = 1e6 / sysconf(_SC_CLK_TCK);
+		int64_t		srv = (cpu1.server_user - cpu0.server_user) + (cpu1.server_sys - cpu0.server_sys);
+		int64_t		oth = (cpu1.other_user - cpu0.other_user) + (cpu1.other_sys - cpu0.other_sys);
+		int64_t		slf = (cpu1.self_user - cpu0.self_user) + (cpu1.self_sys - cpu0.self_sys);
+		int64_t		ker = (cpu1.server_sys - cpu0.server_sys) + (cpu1.other_sys - cpu0.other_sys) +
+			(cpu1.self_sys - cpu0.self_sys);
 
-	if (!contended)
+		r.cpu_server = srv * us_per_tick / total;
+		r.cpu_backends = oth * us_per_tick / total;
+		r.cpu_client = slf * us_per_tick / total;
+		r.cpu_kernel = srv + oth + slf > 0 ? 100.0 * ker / (srv + oth + slf) : 0;
+	}
+
+	if (scen == SCEN_UNCONTENDED)
 	{
 		int64_t		n = 0;
 		int64_t    *all;
@@ -415,7 +713,7 @@ measure(bench_sys sys, int nclients, bool contended)
 		r.lat_p99 = pct(all, n, 0.99);
 		free(all);
 	}
-	else
+	else if (contended)
 	{
 		int64_t		n = nevents < MAX_EVENTS ? nevents : MAX_EVENTS;
 		int64_t    *handoff = malloc(sizeof(int64_t) * (n + 1));
@@ -528,6 +826,11 @@ median_of(point_result *rs, int n)
 	MED(count_max);
 	MED(ops);
 	MED(cs_per_op);
+	MED(cpu_server);
+	MED(cpu_backends);
+	MED(cpu_client);
+	MED(cpu_kernel);
+	MED(misses);
 #undef MED
 	/* correctness counts: the worst round */
 	for (i = 0; i < n; i++)
@@ -545,16 +848,18 @@ reset_server(void)
 {
 	PGconn	   *pg = connect_db();
 
-	exec1(pg, "SELECT count(lockq_force_release(lock_id)) FROM lockq_locks", NULL);
+	exec1(pg, "SELECT count(lockq.lockq_force_release(lock_id)) FROM lockq.lockq_locks", NULL);
 	exec1(pg, "SELECT pg_advisory_unlock_all()", NULL);
 	PQfinish(pg);
 }
 
 /*
- * run_point measures the systems alternately, rounds times each.
+ * run_point measures the systems alternately, rounds times each, and
+ * prints a row per system and, against the first one when it is
+ * pg_advisory_lock, the ratio of every other.
  */
 static void
-run_point(const char *scenario, int nclients, bool contended,
+run_point(const char *scenario, int nclients, bench_scen scen,
 		  const bench_sys *systems, int nsys, point_result *out)
 {
 	point_result rs[8][16];
@@ -569,7 +874,7 @@ run_point(const char *scenario, int nclients, bool contended,
 			int			which = (r % 2 == 0) ? s : nsys - 1 - s;
 
 			reset_server();
-			rs[which][r] = measure(systems[which], nclients, contended);
+			rs[which][r] = measure(systems[which], nclients, scen);
 		}
 	}
 	for (s = 0; s < nsys; s++)
@@ -578,21 +883,29 @@ run_point(const char *scenario, int nclients, bool contended,
 	for (s = 0; s < nsys; s++)
 	{
 		point_result *p = &out[s];
+		char		cpu[96];
 
-		if (contended)
-			printf("| %s | %s | %d | %.0f | %.0f | %.0f | %.1f | %.1f | %.4f | %" PRId64 " | %" PRId64 " | %" PRId64 "-%" PRId64 " | %.1f |\n",
+		snprintf(cpu, sizeof(cpu), "%.0f / %.0f / %.0f | %.0f",
+				 p->cpu_server, p->cpu_backends, p->cpu_client, p->cpu_kernel);
+		if (scen == SCEN_CONTENDED)
+			printf("| %s | %s | %d | %.0f | %.0f | %.0f | %.1f | %.1f | %.4f | %" PRId64 " | %" PRId64 " | %" PRId64 "-%" PRId64 " | %.1f | %s |\n",
 				   scenario, sys_name[systems[s]], nclients, p->rate,
 				   p->lat_p50, p->lat_p99, p->wait_p99 / 1000.0,
 				   p->wait_max / 1000.0, p->jain, p->inversions,
-				   p->violations, p->count_min, p->count_max, p->cs_per_op);
-		else
-			printf("| %s | %s | %d | %.0f | %.0f | %.0f | | | | | %" PRId64 " | | %.1f |\n",
+				   p->violations, p->count_min, p->count_max, p->cs_per_op, cpu);
+		else if (scen == SCEN_JOBS)
+			printf("| %s | %s | %d | %.0f | | | | | | | %" PRId64 " | %.0f %% missed | %.1f | %s |\n",
 				   scenario, sys_name[systems[s]], nclients, p->rate,
-				   p->lat_p50, p->lat_p99, p->violations, p->cs_per_op);
+				   p->violations, p->misses, p->cs_per_op, cpu);
+		else
+			printf("| %s | %s | %d | %.0f | %.0f | %.0f | | | | | %" PRId64 " | | %.1f | %s |\n",
+				   scenario, sys_name[systems[s]], nclients, p->rate,
+				   p->lat_p50, p->lat_p99, p->violations, p->cs_per_op, cpu);
 	}
-	if (nsys == 2 && out[0].rate > 0)
-		printf("| %s | **%s / advisory** | %d | **%.2fx** | | | | | | | | | |\n",
-			   scenario, sys_name[systems[1]], nclients, out[1].rate / out[0].rate);
+	for (s = 1; s < nsys && systems[0] == SYS_ADVISORY; s++)
+		if (out[0].rate > 0)
+			printf("| %s | **%s / advisory** | %d | **%.2fx** | | | | | | | | | | | |\n",
+				   scenario, sys_name[systems[s]], nclients, out[s].rate / out[0].rate);
 	fflush(stdout);
 }
 
@@ -660,17 +973,20 @@ wanted(const char *only, const char *name)
 int
 main(int argc, char **argv)
 {
-	static const bench_sys both[] = {SYS_ADVISORY, SYS_LOCKQ};
+	static const bench_sys three[] = {SYS_ADVISORY, SYS_LOCKQ, SYS_LEASED};
 	static const bench_sys lib[] = {SYS_ADVISORY, SYS_LIBRARY};
+	static const bench_sys leased[] = {SYS_LEASED};
 	const char *only = NULL;
 	bool		quick = false;
 	int			prof_clients = 0;
 	bench_sys	prof_sys = SYS_LOCKQ;
 	int			uncont[] = {1, 4, 16};
 	int			cont[] = {2, 16, 64, 256};
+	int			jobs[] = {16};
+	int			scale[] = {1, 2, 4, 8, 16, 32, 64};
 	int			libc[] = {2, 16, 64};
-	point_result res[2];
-	point_result c2_lockq = {0};
+	point_result res[3];
+	point_result c2[3] = {{0}};
 	double		exp50;
 	double		exp99;
 	size_t		i;
@@ -694,12 +1010,14 @@ main(int argc, char **argv)
 				prof_sys = SYS_ADVISORY;
 			else if (strcmp(argv[i], "liblockq") == 0)
 				prof_sys = SYS_LIBRARY;
+			else if (strcmp(argv[i], "leased") == 0)
+				prof_sys = SYS_LEASED;
 			else
 				prof_sys = SYS_LOCKQ;
 		}
 		else if (argv[i][0] == '-')
 		{
-			fprintf(stderr, "usage: %s [--quick] [--rounds N] [--seconds S] [--only LIST] [--profile CLIENTS [--system advisory|lockq|liblockq]] CONNINFO\n", argv[0]);
+			fprintf(stderr, "usage: %s [--quick] [--rounds N] [--seconds S] [--only LIST] [--profile CLIENTS [--system advisory|session|leased|liblockq]] CONNINFO\n", argv[0]);
 			return 2;
 		}
 		else
@@ -715,37 +1033,52 @@ main(int argc, char **argv)
 	if (rounds < 1 || rounds > 15)
 		rounds = 3;
 	events = malloc(sizeof(cs_event) * MAX_EVENTS);
+	find_server();
+	{
+		PGconn	   *pg = connect_db();
+
+		exec1(pg, "DROP TABLE IF EXISTS bench_jobs", NULL);
+		exec1(pg, "CREATE TABLE bench_jobs (id int PRIMARY KEY, n bigint NOT NULL DEFAULT 0)", NULL);
+		exec1(pg, "INSERT INTO bench_jobs (id) SELECT generate_series(0, 99)", NULL);
+		PQfinish(pg);
+	}
 
 	/* --profile C: one system, contended, C clients, one round (for perf) */
 	if (prof_clients > 0)
 	{
-		point_result p = measure(prof_sys, prof_clients, true);
+		point_result p = measure(prof_sys, prof_clients, SCEN_CONTENDED);
 
 		printf("%s contended %d clients: %.0f hand-offs/s, hand-off p50 %.0f us, %.1f context switches per hand-off\n",
 			   sys_name[prof_sys], prof_clients, p.rate, p.lat_p50, p.cs_per_op);
 		return 0;
 	}
 
-	printf("rounds per point: %d, %.1f s each; medians; advisory and lockq alternate\n\n", rounds, seconds);
-	printf("| scenario | system | clients | ops/s | lat p50 µs | lat p99 µs | wait p99 ms | wait max ms | Jain | FIFO inv. | ME viol. | per-client | cs/op |\n");
-	printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+	printf("rounds per point: %d, %.1f s each; medians; the systems alternate\n\n", rounds, seconds);
+	printf("| scenario | system | clients | ops/s | lat p50 µs | lat p99 µs | wait p99 ms | wait max ms | Jain | FIFO inv. | ME viol. | per-client | cs/op | CPU µs/op: lock server / backends / bench | kernel %% |\n");
+	printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
 
 	if (wanted(only, "uncontended"))
 		for (i = 0; i < sizeof(uncont) / sizeof(uncont[0]); i++)
-			run_point("uncontended", uncont[i], false, both, 2, res);
+			run_point("uncontended", uncont[i], SCEN_UNCONTENDED, three, 3, res);
 	if (wanted(only, "contended"))
 		for (i = 0; i < sizeof(cont) / sizeof(cont[0]); i++)
 		{
-			run_point("contended", cont[i], true, both, 2, res);
+			run_point("contended", cont[i], SCEN_CONTENDED, three, 3, res);
 			if (cont[i] == 2)
-				c2_lockq = res[1];
-			if (cont[i] == 256 && c2_lockq.rate > 0)
-				printf("|  | lockq 256 vs 2 clients | | %.2fx | | | | | | | | | |\n",
-					   res[1].rate / c2_lockq.rate);
+				memcpy(c2, res, sizeof(c2));
+			if (cont[i] == 256 && c2[1].rate > 0 && c2[2].rate > 0)
+				printf("|  | 256 vs 2 clients: session %.2fx, leased %.2fx | | | | | | | | | | | | | |\n",
+					   res[1].rate / c2[1].rate, res[2].rate / c2[2].rate);
 		}
+	if (wanted(only, "jobs"))
+		for (i = 0; i < sizeof(jobs) / sizeof(jobs[0]); i++)
+			run_point("jobs", jobs[i], SCEN_JOBS, three, 3, res);
+	if (wanted(only, "scaling"))
+		for (i = 0; i < sizeof(scale) / sizeof(scale[0]); i++)
+			run_point("scaling", scale[i], SCEN_UNCONTENDED, leased, 1, res);
 	if (wanted(only, "library"))
 		for (i = 0; i < sizeof(libc) / sizeof(libc[0]); i++)
-			run_point("library", libc[i], true, lib, 2, res);
+			run_point("library", libc[i], SCEN_CONTENDED, lib, 2, res);
 	if (wanted(only, "expiry"))
 	{
 		run_expiry(quick ? 10 : 30, &exp50, &exp99);
