@@ -33,8 +33,9 @@
  *
  * For each point the CPU time the cluster's processes and the benchmark
  * itself used is split: the lock server, the backends (and PostgreSQL's
- * other processes), the benchmark's clients; and how much of it was in the
- * kernel.  Per operation, it says where the next speed-up must come from.
+ * other processes), the benchmark's clients; and the share of the
+ * machine's busy time spent in the kernel (see cpu_sample).  Per operation,
+ * it says where the next speed-up must come from.
  *
  * FIFO inversions: client A's request reached the lock more than
  * INVERSION_MARGIN_US before client B's, but A was granted after B.  The
@@ -112,7 +113,7 @@ typedef struct point_result
 	double		cpu_server;		/* CPU µs per op: the lock server */
 	double		cpu_backends;	/* the cluster's other processes */
 	double		cpu_client;		/* the benchmark's own threads */
-	double		cpu_kernel;		/* share of all that in the kernel, % */
+	double		cpu_kernel;		/* the machine's busy time in the kernel, % */
 	double		misses;			/* jobs: tries that found the key taken, % */
 } point_result;
 
@@ -481,16 +482,29 @@ context_switches(void)
 	return n;
 }
 
-/* CPU time in clock ticks, user and kernel, of a group of processes. */
-typedef struct cpu_ticks
+/*
+ * CPU time used by the cluster's processes and by this benchmark.
+ *
+ * Not from the utime and stime of /proc/PID/stat: with tick-based
+ * accounting (CONFIG_TICK_CPU_ACCOUNTING) those are sampled at the timer
+ * tick (10 ms) and rounded down per process, and a backend that runs a few
+ * milliseconds in a 3 s window mostly gains nothing there.  At 256 clients
+ * every backend runs that little, and their sum stayed near zero although
+ * they used most of the machine.  /proc/PID/schedstat's first field is the
+ * scheduler's own run time of the process, in nanoseconds, exact.  It has
+ * no user/kernel split; the kernel's share comes from the machine's tick
+ * counts in /proc/stat (every CPU, every tick: 600 samples in 3 s on 2
+ * cores), which on an otherwise quiet machine are the cluster's and the
+ * benchmark's.
+ */
+typedef struct cpu_sample
 {
-	int64_t		server_user;
-	int64_t		server_sys;
-	int64_t		other_user;		/* the cluster's other processes */
-	int64_t		other_sys;
-	int64_t		self_user;		/* this benchmark */
-	int64_t		self_sys;
-} cpu_ticks;
+	int64_t		server_ns;		/* the lock server */
+	int64_t		other_ns;		/* the cluster's other processes */
+	int64_t		self_ns;		/* this benchmark, all its threads */
+	int64_t		busy_ticks;		/* the machine: user, nice, system, irq, softirq */
+	int64_t		kernel_ticks;	/* the machine: system, irq, softirq */
+} cpu_sample;
 
 static int	postmaster_pid;
 static int	server_pid;
@@ -531,37 +545,82 @@ read_stat(const char *path, int *ppid, int64_t *utime, int64_t *stime)
 }
 
 /*
- * sample_cpu adds up the CPU ticks of the lock server, of the other
+ * run_time_ns is the CPU time of a single-threaded process (PostgreSQL's
+ * are) from /proc/PID/schedstat, or, where that is missing, from the
+ * ticks of /proc/PID/stat.
+ */
+static int64_t
+run_time_ns(int pid, int64_t utime, int64_t stime)
+{
+	char		path[64];
+	FILE	   *f;
+	unsigned long long ns;
+
+	snprintf(path, sizeof(path), "/proc/%d/schedstat", pid);
+	f = fopen(path, "r");
+	if (f != NULL)
+	{
+		bool		ok = fscanf(f, "%llu", &ns) == 1;
+
+		fclose(f);
+		if (ok)
+			return (int64_t) ns;
+	}
+	return (utime + stime) * (1000000000 / sysconf(_SC_CLK_TCK));
+}
+
+/* machine_ticks reads the busy and the kernel ticks of all CPUs. */
+static void
+machine_ticks(int64_t *busy, int64_t *kernel)
+{
+	FILE	   *f = fopen("/proc/stat", "r");
+	unsigned long long user,
+				nice,
+				sys,
+				idle,
+				iowait,
+				irq,
+				softirq;
+
+	*busy = *kernel = 0;
+	if (f == NULL)
+		return;
+	if (fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu",
+			   &user, &nice, &sys, &idle, &iowait, &irq, &softirq) == 7)
+	{
+		*busy = (int64_t) (user + nice + sys + irq + softirq);
+		*kernel = (int64_t) (sys + irq + softirq);
+	}
+	fclose(f);
+}
+
+/*
+ * sample_cpu adds up the CPU time of the lock server, of the other
  * children of the postmaster (backends, WAL writer, ...) and of this
  * process.  Processes that exit between two samples are not counted, so
  * the clients' connections stay open until after the second sample.
  */
-static cpu_ticks
+static cpu_sample
 sample_cpu(void)
 {
-	cpu_ticks	t;
-	DIR		   *d = opendir("/proc");
+	cpu_sample	t;
+	DIR		   *d;
 	struct dirent *e;
-	int			ppid;
-	int64_t		u;
-	int64_t		k;
+	struct timespec ts;
 
 	memset(&t, 0, sizeof(t));
-	if (read_stat("/proc/self/stat", &ppid, &u, &k))
-	{
-		t.self_user = u;
-		t.self_sys = k;
-	}
-	if (d == NULL || postmaster_pid <= 0)
-	{
-		if (d)
-			closedir(d);
+	if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) == 0)
+		t.self_ns = (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
+	machine_ticks(&t.busy_ticks, &t.kernel_ticks);
+	if (postmaster_pid <= 0 || (d = opendir("/proc")) == NULL)
 		return t;
-	}
 	while ((e = readdir(d)) != NULL)
 	{
 		char		path[300];
 		int			pid = atoi(e->d_name);
+		int			ppid;
+		int64_t		u;
+		int64_t		k;
 
 		if (pid <= 0)
 			continue;
@@ -569,15 +628,9 @@ sample_cpu(void)
 		if (!read_stat(path, &ppid, &u, &k) || ppid != postmaster_pid)
 			continue;
 		if (pid == server_pid)
-		{
-			t.server_user += u;
-			t.server_sys += k;
-		}
+			t.server_ns += run_time_ns(pid, u, k);
 		else
-		{
-			t.other_user += u;
-			t.other_sys += k;
-		}
+			t.other_ns += run_time_ns(pid, u, k);
 	}
 	closedir(d);
 	return t;
@@ -615,8 +668,8 @@ measure(bench_sys sys, int nclients, bench_scen scen)
 	int64_t		t_end;
 	int64_t		cs_start;
 	int64_t		cs_end;
-	cpu_ticks	cpu0;
-	cpu_ticks	cpu1;
+	cpu_sample	cpu0;
+	cpu_sample	cpu1;
 	int64_t		total = 0;
 	int64_t		misses = 0;
 	bool		contended = scen == SCEN_CONTENDED;
@@ -681,17 +734,12 @@ measure(bench_sys sys, int nclients, bench_scen scen)
 	r.misses = total + misses > 0 ? 100.0 * misses / (total + misses) : 0;
 	if (total > 0)
 	{
-		double		us_per_tick = 1e6 / sysconf(_SC_CLK_TCK);
-		int64_t		srv = (cpu1.server_user - cpu0.server_user) + (cpu1.server_sys - cpu0.server_sys);
-		int64_t		oth = (cpu1.other_user - cpu0.other_user) + (cpu1.other_sys - cpu0.other_sys);
-		int64_t		slf = (cpu1.self_user - cpu0.self_user) + (cpu1.self_sys - cpu0.self_sys);
-		int64_t		ker = (cpu1.server_sys - cpu0.server_sys) + (cpu1.other_sys - cpu0.other_sys) +
-			(cpu1.self_sys - cpu0.self_sys);
+		int64_t		busy = cpu1.busy_ticks - cpu0.busy_ticks;
 
-		r.cpu_server = srv * us_per_tick / total;
-		r.cpu_backends = oth * us_per_tick / total;
-		r.cpu_client = slf * us_per_tick / total;
-		r.cpu_kernel = srv + oth + slf > 0 ? 100.0 * ker / (srv + oth + slf) : 0;
+		r.cpu_server = (cpu1.server_ns - cpu0.server_ns) / 1000.0 / total;
+		r.cpu_backends = (cpu1.other_ns - cpu0.other_ns) / 1000.0 / total;
+		r.cpu_client = (cpu1.self_ns - cpu0.self_ns) / 1000.0 / total;
+		r.cpu_kernel = busy > 0 ? 100.0 * (cpu1.kernel_ticks - cpu0.kernel_ticks) / busy : 0;
 	}
 
 	if (scen == SCEN_UNCONTENDED)
@@ -1054,7 +1102,7 @@ main(int argc, char **argv)
 	}
 
 	printf("rounds per point: %d, %.1f s each; medians; the systems alternate\n\n", rounds, seconds);
-	printf("| scenario | system | clients | ops/s | lat p50 µs | lat p99 µs | wait p99 ms | wait max ms | Jain | FIFO inv. | ME viol. | per-client | cs/op | CPU µs/op: lock server / backends / bench | kernel %% |\n");
+	printf("| scenario | system | clients | ops/s | lat p50 µs | lat p99 µs | wait p99 ms | wait max ms | Jain | FIFO inv. | ME viol. | per-client | cs/op | CPU µs/op: lock server / backends / bench | kernel %% (machine) |\n");
 	printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
 
 	if (wanted(only, "uncontended"))
