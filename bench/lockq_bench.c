@@ -26,7 +26,8 @@
  *					(lockq: ... AND lockq_holds(key, token)) and releases;
  *					jobs/s
  *	scaling C       leased, distinct keys, 1 to 64 clients: grants/s of one
- *					server
+ *					server (the ceiling of one primary), beside
+ *					pg_advisory_lock on distinct keys
  *	expiry          a holder vanishes; lag from its lease end to the next
  *					waiter's grant (lockq only: advisory locks have no leases)
  *	library C       the contended scenario through liblockq (NOTIFY path)
@@ -1012,10 +1013,29 @@ run_expiry(int n, double *p50, double *p99)
 	PQfinish(mon);
 }
 
+/*
+ * wanted: is the scenario name one of the words of --only (separated by
+ * commas or spaces)?  A whole word: "contended" is not "uncontended".
+ */
 static bool
 wanted(const char *only, const char *name)
 {
-	return only == NULL || strstr(only, name) != NULL;
+	size_t		len = strlen(name);
+	const char *p = only;
+
+	if (only == NULL)
+		return true;
+	while (*p != '\0')
+	{
+		size_t		n;
+
+		p += strspn(p, ", ");
+		n = strcspn(p, ", ");
+		if (n == len && strncmp(p, name, len) == 0)
+			return true;
+		p += n;
+	}
+	return false;
 }
 
 int
@@ -1023,14 +1043,14 @@ main(int argc, char **argv)
 {
 	static const bench_sys three[] = {SYS_ADVISORY, SYS_LOCKQ, SYS_LEASED};
 	static const bench_sys lib[] = {SYS_ADVISORY, SYS_LIBRARY};
-	static const bench_sys leased[] = {SYS_LEASED};
+	static const bench_sys scaled[] = {SYS_ADVISORY, SYS_LEASED};
 	const char *only = NULL;
 	bool		quick = false;
 	int			prof_clients = 0;
 	bench_sys	prof_sys = SYS_LOCKQ;
 	int			uncont[] = {1, 4, 16};
 	int			cont[] = {2, 16, 64, 256};
-	int			jobs[] = {16};
+	int			jobs[] = {4, 16, 64};
 	int			scale[] = {1, 2, 4, 8, 16, 32, 64};
 	int			libc[] = {2, 16, 64};
 	point_result res[3];
@@ -1123,7 +1143,7 @@ main(int argc, char **argv)
 			run_point("jobs", jobs[i], SCEN_JOBS, three, 3, res);
 	if (wanted(only, "scaling"))
 		for (i = 0; i < sizeof(scale) / sizeof(scale[0]); i++)
-			run_point("scaling", scale[i], SCEN_UNCONTENDED, leased, 1, res);
+			run_point("scaling", scale[i], SCEN_UNCONTENDED, scaled, 2, res);
 	if (wanted(only, "library"))
 		for (i = 0; i < sizeof(libc) / sizeof(libc[0]); i++)
 			run_point("library", libc[i], SCEN_CONTENDED, lib, 2, res);
