@@ -3,7 +3,8 @@
  * lockq_bench.c
  *		lockq against pg_advisory_lock, side by side.
  *
- *	lockq_bench [--quick] [--rounds N] [--seconds S] [--only LIST] CONNINFO
+ *	lockq_bench [--quick] [--rounds N] [--seconds S] [--only LIST]
+ *				[--pgbench PATH] [--fsync-us US] CONNINFO
  *
  * Every client is a thread with its own connection.  For each point the
  * systems run alternately, several rounds, and the medians are reported.
@@ -31,7 +32,16 @@
  *	expiry          a holder vanishes; lag from its lease end to the next
  *					waiter's grant (lockq only: advisory locks have no leases)
  *	library C       the contended scenario through liblockq (NOTIFY path)
+ *	durable C       lockq.synchronous_grants = on (set for the scenario
+ *					with ALTER SYSTEM): leased hand-offs on one lock against
+ *					pgbench's UPDATEs of one shared row, and (durable_keys)
+ *					leased pairs on keys of their own against two UPDATEs of
+ *					a row of their own, synchronous_commit = on both; WAL
+ *					flushes per op, and ops/s against one chain of flushes,
+ *					1 / fdatasync (--fsync-us, from pg_test_fsync); see
+ *					measure_pgbench
  *
+ * --only takes a list of scenario names (durable runs both durable parts).
  * For each point the CPU time the cluster's processes and the benchmark
  * itself used is split: the lock server, the backends (and PostgreSQL's
  * other processes), the benchmark's clients; and the share of the
@@ -67,6 +77,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -82,10 +93,11 @@ typedef enum
 	SYS_ADVISORY,
 	SYS_LOCKQ,					/* session-bound: lockq_get(lock) */
 	SYS_LEASED,					/* an owner and a lease, released by token */
-	SYS_LIBRARY
+	SYS_LIBRARY,
+	SYS_PGBENCH					/* durable: pgbench's single-row UPDATEs */
 } bench_sys;
 
-static const char *sys_name[] = {"advisory", "lockq session", "lockq leased", "liblockq"};
+static const char *sys_name[] = {"advisory", "lockq session", "lockq leased", "liblockq", "pgbench"};
 
 typedef enum
 {
@@ -116,6 +128,8 @@ typedef struct point_result
 	double		cpu_client;		/* the benchmark's own threads */
 	double		cpu_kernel;		/* the machine's busy time in the kernel, % */
 	double		misses;			/* jobs: tries that found the key taken, % */
+	double		wal_per_op;		/* durable: WAL flushes (pg_stat_wal.wal_sync)
+								 * per op */
 } point_result;
 
 /* One critical-section entry, recorded by the holder. */
@@ -133,8 +147,21 @@ static const char *conninfo;
 static double seconds = 3.0;
 static int	rounds = 3;
 
+/* the durable scenarios */
+static const char *pgbench_path = "pgbench";
+static double fsync_us;			/* pg_test_fsync's fdatasync time, 0: unknown */
+static bool count_wal;			/* measure WAL flushes per op */
+
+/*
+ * A process reports its WAL statistics at most once a second; one that
+ * was held back then waits for its next report until it has something to
+ * do again, or 10 s (PostgreSQL's PGSTAT_IDLE_INTERVAL).  See wal_flushes.
+ */
+#define STATS_SETTLE_US		1100000
+
 /* shared by the clients of one measurement */
 static _Atomic bool stop_flag;
+static pthread_barrier_t ready_barrier;
 static pthread_barrier_t start_barrier;
 static _Atomic int inside;
 static _Atomic int64_t violations;
@@ -283,6 +310,8 @@ acquire(client *c, const char *key, lockqc_handle **h)
 				exit(1);
 			}
 			break;
+		case SYS_PGBENCH:
+			abort();			/* pgbench runs on its own */
 	}
 	return 0;
 }
@@ -318,6 +347,8 @@ release(client *c, const char *key, lockqc_handle *h)
 				exit(1);
 			}
 			break;
+		case SYS_PGBENCH:
+			abort();
 	}
 }
 
@@ -402,6 +433,7 @@ client_main(void *arg)
 	(void) acquire(c, key, &wh);
 	release(c, key, wh);
 
+	pthread_barrier_wait(&ready_barrier);
 	pthread_barrier_wait(&start_barrier);
 	while (!atomic_load(&stop_flag))
 	{
@@ -659,6 +691,29 @@ find_server(void)
 		postmaster_pid = 0;
 }
 
+/*
+ * wal_flushes reads how often WAL has been flushed (pg_stat_wal.wal_sync:
+ * by the lock server, the backends and the WAL writer).  Backends report
+ * when they exit; the lock server's last flushes of a measurement may be
+ * held back (STATS_SETTLE_US), so once a second has passed it is given a
+ * request that writes nothing (a session-bound lockq_try and its release),
+ * after which it reports them.
+ */
+static int64_t
+wal_flushes(void)
+{
+	PGconn	   *pg = connect_db();
+	char		n[32];
+
+	usleep(STATS_SETTLE_US);
+	exec1(pg, "SELECT lockq.lockq_try('lockq_bench:report')", NULL);
+	exec1(pg, "SELECT lockq.lockq_release('lockq_bench:report')", NULL);
+	usleep(200000);
+	exec_value(pg, "SELECT wal_sync FROM pg_stat_wal", 0, NULL, n, sizeof(n));
+	PQfinish(pg);
+	return strtoll(n, NULL, 10);
+}
+
 static point_result
 measure(bench_sys sys, int nclients, bench_scen scen)
 {
@@ -673,6 +728,7 @@ measure(bench_sys sys, int nclients, bench_scen scen)
 	cpu_sample	cpu1;
 	int64_t		total = 0;
 	int64_t		misses = 0;
+	int64_t		wal0 = 0;
 	bool		contended = scen == SCEN_CONTENDED;
 	int			i;
 
@@ -681,6 +737,7 @@ measure(bench_sys sys, int nclients, bench_scen scen)
 	atomic_store(&inside, 0);
 	atomic_store(&violations, 0);
 	nevents = 0;
+	pthread_barrier_init(&ready_barrier, NULL, nclients + 1);
 	pthread_barrier_init(&start_barrier, NULL, nclients + 1);
 
 	for (i = 0; i < nclients; i++)
@@ -710,6 +767,10 @@ measure(bench_sys sys, int nclients, bench_scen scen)
 		}
 		pthread_create(&th[i], NULL, client_main, &cl[i]);
 	}
+	/* the clients have warmed up; they start together */
+	pthread_barrier_wait(&ready_barrier);
+	if (count_wal)
+		wal0 = wal_flushes();
 	pthread_barrier_wait(&start_barrier);
 	t_start = now_us();
 	cs_start = context_switches();
@@ -838,9 +899,111 @@ measure(bench_sys sys, int nclients, bench_scen scen)
 			PQfinish(cl[i].pg);
 		free(cl[i].lat);
 	}
+	if (count_wal && total > 0)
+		r.wal_per_op = (double) (wal_flushes() - wal0) / total;
+	pthread_barrier_destroy(&ready_barrier);
 	pthread_barrier_destroy(&start_barrier);
 	free(cl);
 	free(th);
+	return r;
+}
+
+/*
+ * measure_pgbench runs pgbench for the durable scenarios, as the reference
+ * for lockq's flushed grants: nclients clients (a thread each, like the
+ * benchmark's), synchronous_commit = on, for seconds (rounded to whole
+ * seconds, pgbench's unit), each transaction a single-row UPDATE of
+ * bench_durable:
+ *
+ *	SCEN_CONTENDED		every client updates the same row.  This is what a
+ *						hand-off of one lock is: each grant is a write to that
+ *						lock's state, and it can only be made after the
+ *						previous holder's release was; the row lock makes
+ *						each UPDATE wait for the commit (and flush) of the
+ *						one before, so these commits cannot share a flush.
+ *	SCEN_UNCONTENDED	every client updates a row of its own, twice, in two
+ *						transactions: the grant and the release of a lease on
+ *						a key of its own.  Independent commits: PostgreSQL's
+ *						group commit shares a flush among those that wait
+ *						together.
+ *
+ * Returns the transactions (script runs) per second and WAL flushes per
+ * run; pgbench's own CPU and its connections' are not split (they connect
+ * and exit within the measurement).
+ */
+static point_result
+measure_pgbench(int nclients, bench_scen scen)
+{
+	char		script[] = "/tmp/lockq_bench_pgbench.XXXXXX";
+	const char *sql = scen == SCEN_CONTENDED ?
+		"UPDATE bench_durable SET n = n + 1 WHERE id = 0;\n" :
+		"UPDATE bench_durable SET n = n + 1 WHERE id = :client_id + 1;\n"
+		"UPDATE bench_durable SET n = n + 1 WHERE id = :client_id + 1;\n";
+	char		cstr[16];
+	char		tstr[16];
+	char		line[512];
+	int			fd = mkstemp(script);
+	int			pipefd[2];
+	int			status;
+	pid_t		pid;
+	FILE	   *out;
+	point_result r;
+	int64_t		wal0 = 0;
+	int64_t		done = -1;
+
+	memset(&r, 0, sizeof(r));
+	if (fd < 0 || write(fd, sql, strlen(sql)) != (ssize_t) strlen(sql) || close(fd) != 0)
+	{
+		perror(script);
+		exit(1);
+	}
+	snprintf(cstr, sizeof(cstr), "%d", nclients);
+	snprintf(tstr, sizeof(tstr), "%ld", lround(seconds) > 0 ? lround(seconds) : 1L);
+	if (count_wal)
+		wal0 = wal_flushes();
+	if (pipe(pipefd) != 0 || (pid = fork()) < 0)
+	{
+		perror("pgbench");
+		exit(1);
+	}
+	if (pid == 0)
+	{
+		/* the connection string is pgbench's database name, expanded */
+		char	   *argv[] = {(char *) pgbench_path, "-n", "-M", "extended",
+			"-c", cstr, "-j", cstr, "-T", tstr, "-f", script,
+		(char *) conninfo, NULL};
+
+		dup2(pipefd[1], 1);
+		close(pipefd[0]);
+		close(pipefd[1]);
+		setenv("PGOPTIONS", "-c synchronous_commit=on", 1);
+		execvp(pgbench_path, argv);
+		perror(pgbench_path);
+		_exit(127);
+	}
+	close(pipefd[1]);
+	out = fdopen(pipefd[0], "r");
+	while (fgets(line, sizeof(line), out) != NULL)
+	{
+		double		v;
+		long long	n;
+
+		if (sscanf(line, "tps = %lf", &v) == 1)
+			r.rate = v;
+		else if (sscanf(line, "number of transactions actually processed: %lld", &n) == 1)
+			done = n;
+	}
+	fclose(out);
+	if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
+		WEXITSTATUS(status) != 0 || done < 0 || r.rate <= 0)
+	{
+		fprintf(stderr, "%s failed (-c %d, script %s)\n", pgbench_path, nclients, sql);
+		exit(1);
+	}
+	unlink(script);
+	r.ops = done;
+	if (count_wal && done > 0)
+		r.wal_per_op = (double) (wal_flushes() - wal0) / done;
 	return r;
 }
 
@@ -880,6 +1043,7 @@ median_of(point_result *rs, int n)
 	MED(cpu_client);
 	MED(cpu_kernel);
 	MED(misses);
+	MED(wal_per_op);
 #undef MED
 	/* correctness counts: the worst round */
 	for (i = 0; i < n; i++)
@@ -902,10 +1066,75 @@ reset_server(void)
 	PQfinish(pg);
 }
 
+/* durable: is this one of the durable scenarios (its own table)? */
+static bool
+is_durable(const char *scenario)
+{
+	return strncmp(scenario, "durable", 7) == 0;
+}
+
+/* the name of a system in a scenario's rows */
+static const char *
+sys_label(const char *scenario, bench_scen scen, bench_sys sys)
+{
+	if (!is_durable(scenario))
+		return sys_name[sys];
+	if (sys == SYS_LEASED)
+		return "lockq leased, synchronous_grants";
+	return scen == SCEN_CONTENDED ? "pgbench: UPDATE one shared row" :
+		"pgbench: 2 x UPDATE own row";
+}
+
+static void
+print_row(const char *scenario, int nclients, bench_scen scen, bench_sys sys,
+		  const point_result *p)
+{
+	const char *name = sys_label(scenario, scen, sys);
+	char		cpu[96];
+
+	snprintf(cpu, sizeof(cpu), "%.0f / %.0f / %.0f | %.0f",
+			 p->cpu_server, p->cpu_backends, p->cpu_client, p->cpu_kernel);
+	if (is_durable(scenario))
+	{
+		char		limit[32] = "";
+
+		if (fsync_us > 0)
+			snprintf(limit, sizeof(limit), "%.2fx", p->rate * fsync_us / 1e6);
+		if (sys == SYS_PGBENCH)
+			printf("| %s | %s | %d | %.0f | | | %.2f | %s | | | |\n",
+				   scenario, name, nclients, p->rate, p->wal_per_op, limit);
+		else
+		{
+			char		wait[32] = "";
+
+			if (scen == SCEN_CONTENDED)
+				snprintf(wait, sizeof(wait), "%.1f", p->wait_p99 / 1000.0);
+			printf("| %s | %s | %d | %.0f | %.0f | %s | %.2f | %s | %.1f | %.0f / %.0f / %.0f | %.0f |\n",
+				   scenario, name, nclients, p->rate, p->lat_p50, wait,
+				   p->wal_per_op, limit, p->cs_per_op,
+				   p->cpu_server, p->cpu_backends, p->cpu_client, p->cpu_kernel);
+		}
+	}
+	else if (scen == SCEN_CONTENDED)
+		printf("| %s | %s | %d | %.0f | %.0f | %.0f | %.1f | %.1f | %.4f | %" PRId64 " | %" PRId64 " | %" PRId64 "-%" PRId64 " | %.1f | %s |\n",
+			   scenario, name, nclients, p->rate,
+			   p->lat_p50, p->lat_p99, p->wait_p99 / 1000.0,
+			   p->wait_max / 1000.0, p->jain, p->inversions,
+			   p->violations, p->count_min, p->count_max, p->cs_per_op, cpu);
+	else if (scen == SCEN_JOBS)
+		printf("| %s | %s | %d | %.0f | | | | | | | %" PRId64 " | %.0f %% missed | %.1f | %s |\n",
+			   scenario, name, nclients, p->rate,
+			   p->violations, p->misses, p->cs_per_op, cpu);
+	else
+		printf("| %s | %s | %d | %.0f | %.0f | %.0f | | | | | %" PRId64 " | | %.1f | %s |\n",
+			   scenario, name, nclients, p->rate,
+			   p->lat_p50, p->lat_p99, p->violations, p->cs_per_op, cpu);
+}
+
 /*
  * run_point measures the systems alternately, rounds times each, and
- * prints a row per system and, against the first one when it is
- * pg_advisory_lock, the ratio of every other.
+ * prints a row per system and the ratio of every other to the first
+ * (pg_advisory_lock; pgbench in the durable scenarios).
  */
 static void
 run_point(const char *scenario, int nclients, bench_scen scen,
@@ -923,39 +1152,48 @@ run_point(const char *scenario, int nclients, bench_scen scen,
 			int			which = (r % 2 == 0) ? s : nsys - 1 - s;
 
 			reset_server();
-			rs[which][r] = measure(systems[which], nclients, scen);
+			if (systems[which] == SYS_PGBENCH)
+				rs[which][r] = measure_pgbench(nclients, scen);
+			else
+				rs[which][r] = measure(systems[which], nclients, scen);
 		}
 	}
 	for (s = 0; s < nsys; s++)
 		out[s] = median_of(rs[s], rounds);
 
 	for (s = 0; s < nsys; s++)
-	{
-		point_result *p = &out[s];
-		char		cpu[96];
-
-		snprintf(cpu, sizeof(cpu), "%.0f / %.0f / %.0f | %.0f",
-				 p->cpu_server, p->cpu_backends, p->cpu_client, p->cpu_kernel);
-		if (scen == SCEN_CONTENDED)
-			printf("| %s | %s | %d | %.0f | %.0f | %.0f | %.1f | %.1f | %.4f | %" PRId64 " | %" PRId64 " | %" PRId64 "-%" PRId64 " | %.1f | %s |\n",
-				   scenario, sys_name[systems[s]], nclients, p->rate,
-				   p->lat_p50, p->lat_p99, p->wait_p99 / 1000.0,
-				   p->wait_max / 1000.0, p->jain, p->inversions,
-				   p->violations, p->count_min, p->count_max, p->cs_per_op, cpu);
-		else if (scen == SCEN_JOBS)
-			printf("| %s | %s | %d | %.0f | | | | | | | %" PRId64 " | %.0f %% missed | %.1f | %s |\n",
-				   scenario, sys_name[systems[s]], nclients, p->rate,
-				   p->violations, p->misses, p->cs_per_op, cpu);
-		else
-			printf("| %s | %s | %d | %.0f | %.0f | %.0f | | | | | %" PRId64 " | | %.1f | %s |\n",
-				   scenario, sys_name[systems[s]], nclients, p->rate,
-				   p->lat_p50, p->lat_p99, p->violations, p->cs_per_op, cpu);
-	}
-	for (s = 1; s < nsys && systems[0] == SYS_ADVISORY; s++)
+		print_row(scenario, nclients, scen, systems[s], &out[s]);
+	for (s = 1; s < nsys; s++)
 		if (out[0].rate > 0)
-			printf("| %s | **%s / advisory** | %d | **%.2fx** | | | | | | | | | | | |\n",
-				   scenario, sys_name[systems[s]], nclients, out[s].rate / out[0].rate);
+			printf("| %s | **%s / %s** | %d | **%.2fx** |%s\n",
+				   scenario, sys_name[systems[s]], sys_name[systems[0]], nclients,
+				   out[s].rate / out[0].rate,
+				   is_durable(scenario) ? " | | | | | | | |" : " | | | | | | | | | | |");
 	fflush(stdout);
+}
+
+/*
+ * set_synchronous_grants turns lockq.synchronous_grants on or back to its
+ * default for the whole cluster, and gives the lock server a moment to
+ * reload (the WAL flushes per op show whether it did).
+ */
+static void
+set_synchronous_grants(bool on)
+{
+	PGconn	   *pg = connect_db();
+	PGresult   *res;
+
+	res = PQexec(pg, on ? "ALTER SYSTEM SET lockq.synchronous_grants = on" :
+				 "ALTER SYSTEM RESET lockq.synchronous_grants");
+	if (PQresultStatus(res) != PGRES_COMMAND_OK)
+	{
+		fprintf(stderr, "lockq.synchronous_grants: %s", PQresultErrorMessage(res));
+		exit(1);
+	}
+	PQclear(res);
+	exec1(pg, "SELECT pg_reload_conf()", NULL);
+	PQfinish(pg);
+	usleep(500000);
 }
 
 /*
@@ -1044,6 +1282,7 @@ main(int argc, char **argv)
 	static const bench_sys three[] = {SYS_ADVISORY, SYS_LOCKQ, SYS_LEASED};
 	static const bench_sys lib[] = {SYS_ADVISORY, SYS_LIBRARY};
 	static const bench_sys scaled[] = {SYS_ADVISORY, SYS_LEASED};
+	static const bench_sys durable[] = {SYS_PGBENCH, SYS_LEASED};
 	const char *only = NULL;
 	bool		quick = false;
 	int			prof_clients = 0;
@@ -1053,6 +1292,8 @@ main(int argc, char **argv)
 	int			jobs[] = {4, 16, 64};
 	int			scale[] = {1, 2, 4, 8, 16, 32, 64};
 	int			libc[] = {2, 16, 64};
+	int			dur_hot[] = {2, 16, 64, 256};
+	int			dur_keys[] = {4, 16, 64};
 	point_result res[3];
 	point_result c2[3] = {{0}};
 	double		exp50;
@@ -1069,6 +1310,10 @@ main(int argc, char **argv)
 			seconds = atof(argv[++i]);
 		else if (strcmp(argv[i], "--only") == 0 && i + 1 < (size_t) argc)
 			only = argv[++i];
+		else if (strcmp(argv[i], "--pgbench") == 0 && i + 1 < (size_t) argc)
+			pgbench_path = argv[++i];
+		else if (strcmp(argv[i], "--fsync-us") == 0 && i + 1 < (size_t) argc)
+			fsync_us = atof(argv[++i]);
 		else if (strcmp(argv[i], "--profile") == 0 && i + 1 < (size_t) argc)
 			prof_clients = atoi(argv[++i]);
 		else if (strcmp(argv[i], "--system") == 0 && i + 1 < (size_t) argc)
@@ -1085,7 +1330,7 @@ main(int argc, char **argv)
 		}
 		else if (argv[i][0] == '-')
 		{
-			fprintf(stderr, "usage: %s [--quick] [--rounds N] [--seconds S] [--only LIST] [--profile CLIENTS [--system advisory|session|leased|liblockq]] CONNINFO\n", argv[0]);
+			fprintf(stderr, "usage: %s [--quick] [--rounds N] [--seconds S] [--only LIST] [--pgbench PATH] [--fsync-us US] [--profile CLIENTS [--system advisory|session|leased|liblockq]] CONNINFO\n", argv[0]);
 			return 2;
 		}
 		else
@@ -1108,6 +1353,9 @@ main(int argc, char **argv)
 		exec1(pg, "DROP TABLE IF EXISTS bench_jobs", NULL);
 		exec1(pg, "CREATE TABLE bench_jobs (id int PRIMARY KEY, n bigint NOT NULL DEFAULT 0)", NULL);
 		exec1(pg, "INSERT INTO bench_jobs (id) SELECT generate_series(0, 99)", NULL);
+		exec1(pg, "DROP TABLE IF EXISTS bench_durable", NULL);
+		exec1(pg, "CREATE TABLE bench_durable (id int PRIMARY KEY, n bigint NOT NULL DEFAULT 0)", NULL);
+		exec1(pg, "INSERT INTO bench_durable (id) SELECT generate_series(0, 300)", NULL);
 		PQfinish(pg);
 	}
 
@@ -1152,6 +1400,28 @@ main(int argc, char **argv)
 		run_expiry(quick ? 10 : 30, &exp50, &exp99);
 		printf("\nexpiry lag (lease end -> next grant): p50 %.2f ms, p99 %.2f ms\n",
 			   exp50 / 1000.0, exp99 / 1000.0);
+	}
+	if (wanted(only, "durable"))
+	{
+		printf("\nDurable path: lockq.synchronous_grants = on (every grant and release "
+			   "flushed before it is answered), leased; pgbench with synchronous_commit = on. "
+			   "durable: one lock, hand-offs/s, against UPDATEs of one shared row; "
+			   "durable_keys: a key per client, grant/release pairs/s, against two UPDATEs "
+			   "of a row per client. WAL flushes/op from pg_stat_wal.wal_sync.\n");
+		if (fsync_us > 0)
+			printf("Physical limit of one chain of flushes: 1 / fdatasync = %.0f/s "
+				   "(pg_test_fsync: %.1f us per fdatasync); \"of 1/fdatasync\" is ops/s "
+				   "against it.\n", 1e6 / fsync_us, fsync_us);
+		printf("\n| scenario | system | clients | ops/s | lat p50 µs | wait p99 ms | WAL flushes/op | of 1/fdatasync | cs/op | CPU µs/op: lock server / backends / bench | kernel %% (machine) |\n");
+		printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
+		count_wal = true;
+		set_synchronous_grants(true);
+		for (i = 0; i < sizeof(dur_hot) / sizeof(dur_hot[0]); i++)
+			run_point("durable", dur_hot[i], SCEN_CONTENDED, durable, 2, res);
+		for (i = 0; i < sizeof(dur_keys) / sizeof(dur_keys[0]); i++)
+			run_point("durable_keys", dur_keys[i], SCEN_UNCONTENDED, durable, 2, res);
+		set_synchronous_grants(false);
+		count_wal = false;
 	}
 	free(events);
 	return 0;

@@ -8,6 +8,9 @@
 # report with the machine's facts.  The report is also written to
 # bench/last-run.md.  Extra arguments go to lockq_bench (--quick, --only ...).
 #
+# make bench PG_CONFIG=/path/to/pg_config runs against another PostgreSQL 15
+# installation than Debian's (lockq is installed into it).
+#
 # Copyright (c) 2026, lockq developers
 # This file is part of lockq, released under the PostgreSQL License
 # (see LICENSE).
@@ -47,8 +50,12 @@ search_path = '\"\$user\", public, lockq'"
 as_user "$PGBIN/psql" -X -q -h "$DIR" -p "$PORT" -U postgres -d postgres \
 	-c "CREATE EXTENSION lockq"
 
-fsync=$(cd "$DIR" && as_user "$PGBIN/pg_test_fsync" -s 1 -f "$DIR/fsync.test" 2>/dev/null \
-	| awk '/^ *fdatasync/ {print $2 " ops/s, " $4 " usecs/op"; exit}')
+# The WAL's disk, once: what one chain of flushes can do at most (the
+# durable scenario's physical limit).
+fsync_line=$(cd "$DIR" && as_user "$PGBIN/pg_test_fsync" -s 1 -f "$DIR/fsync.test" 2>/dev/null \
+	| awk '/^ *fdatasync/ {print $2, $4; exit}')
+read -r fsync_ops fsync_us <<<"$fsync_line"
+fsync="$fsync_ops ops/s, $fsync_us usecs/op"
 report=$here/bench/last-run.md
 {
 	echo "## Benchmark run $(date -u '+%Y-%m-%d %H:%M UTC')"
@@ -56,9 +63,10 @@ report=$here/bench/last-run.md
 	echo "* command: \`make bench${ARGS[*]:+ ARGS=\"${ARGS[*]}\"}\`"
 	echo "* machine: $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')), $(free -g | awk '/^Mem:/ {print $2}') GiB memory"
 	echo "* fsync: fdatasync $fsync (pg_test_fsync)"
-	echo "* server: $("$PGBIN/postgres" --version), lockq $(git -C "$here" describe --always --dirty 2>/dev/null || echo '?'), default settings, max_connections = 300"
+	echo "* server: $("$PGBIN/postgres" --version), lockq $(git -C "$here" describe --always --dirty 2>/dev/null || echo '?'), default settings, max_connections = 300 (the durable scenario: lockq.synchronous_grants = on)"
 	echo
-	as_user "$here/bench/lockq_bench" "${ARGS[@]}" \
+	as_user "$here/bench/lockq_bench" --pgbench "$PGBIN/pgbench" \
+		${fsync_us:+--fsync-us "$fsync_us"} "${ARGS[@]}" \
 		"host=$DIR port=$PORT user=postgres dbname=postgres"
 } | tee "$report"
 lq_log "report written to $report"
