@@ -4,10 +4,12 @@
  *		lockq against pg_advisory_lock, side by side.
  *
  *	lockq_bench [--quick] [--rounds N] [--seconds S] [--only LIST]
- *				[--pgbench PATH] [--fsync-us US] CONNINFO
+ *				[--data FILE] [--pgbench PATH] [--fsync-us US] CONNINFO
  *
  * Every client is a thread with its own connection.  For each point the
- * systems run alternately, several rounds, and the medians are reported.
+ * systems run alternately, several rounds, and the medians are reported:
+ * a Markdown table on stdout and, with --data, a table for gnuplot
+ * (write_data; bench/plot.gp draws it).
  *
  * Systems: pg_advisory_lock (session level); lockq session-bound
  * (lockq_get(lock), owner NULL: no WAL); lockq leased (lockq_get(lock,
@@ -91,6 +93,13 @@
 #define INVERSION_MARGIN_US	10000
 #define MAX_EVENTS			2000000
 
+/*
+ * A contended point keeps the distribution of its waits as the waits at
+ * the fractions 0, 1/WAIT_STEPS, ..., 1 of them (1 % apart; the last is
+ * the longest wait), for the plot.
+ */
+#define WAIT_STEPS			100
+
 typedef enum
 {
 	SYS_ADVISORY,
@@ -101,6 +110,9 @@ typedef enum
 } bench_sys;
 
 static const char *sys_name[] = {"advisory", "lockq session", "lockq leased", "liblockq", "pgbench"};
+
+/* the systems' names in the data file (--data): one word each */
+static const char *sys_word[] = {"advisory", "session", "leased", "liblockq", "pgbench"};
 
 typedef enum
 {
@@ -134,7 +146,23 @@ typedef struct point_result
 	double		misses;			/* jobs: tries that found the key taken, % */
 	double		wal_per_op;		/* durable: WAL flushes (pg_stat_wal.wal_sync)
 								 * per op */
+	double		wait_at[WAIT_STEPS + 1];	/* contended: waits, µs, see
+											 * WAIT_STEPS */
 } point_result;
+
+/* every point measured, for the data file */
+typedef struct saved_point
+{
+	const char *scenario;
+	bench_sys	sys;
+	bench_scen	scen;
+	int			clients;
+	point_result r;
+} saved_point;
+
+#define MAX_SAVED			128
+static saved_point saved[MAX_SAVED];
+static int	nsaved;
 
 /* One critical-section entry, recorded by the holder. */
 typedef struct cs_event
@@ -857,6 +885,8 @@ measure(bench_sys sys, int nclients, bench_scen scen)
 		qsort(wait, n, sizeof(int64_t), cmp_i64);
 		r.wait_p99 = pct(wait, n, 0.99);
 		r.wait_max = n > 0 ? (double) wait[n - 1] : 0;
+		for (k = 0; k <= WAIT_STEPS; k++)
+			r.wait_at[k] = pct(wait, n, (double) k / WAIT_STEPS);
 
 		/*
 		 * FIFO inversions: for each grant, the waits still pending that
@@ -1029,6 +1059,7 @@ median_of(point_result *rs, int n)
 	point_result m;
 	double		v[64];
 	int			i;
+	int			q;
 
 #define MED(field) \
 	do { for (i = 0; i < n; i++) v[i] = (double) rs[i].field; \
@@ -1050,6 +1081,8 @@ median_of(point_result *rs, int n)
 	MED(cpu_kernel);
 	MED(misses);
 	MED(wal_per_op);
+	for (q = 0; q <= WAIT_STEPS; q++)
+		MED(wait_at[q]);
 #undef MED
 	/* correctness counts: the worst round */
 	for (i = 0; i < n; i++)
@@ -1165,7 +1198,18 @@ run_point(const char *scenario, int nclients, bench_scen scen,
 		}
 	}
 	for (s = 0; s < nsys; s++)
+	{
 		out[s] = median_of(rs[s], rounds);
+		if (nsaved < MAX_SAVED)
+		{
+			saved[nsaved].scenario = scenario;
+			saved[nsaved].sys = systems[s];
+			saved[nsaved].scen = scen;
+			saved[nsaved].clients = nclients;
+			saved[nsaved].r = out[s];
+			nsaved++;
+		}
+	}
 
 	for (s = 0; s < nsys; s++)
 		print_row(scenario, nclients, scen, systems[s], &out[s]);
@@ -1264,6 +1308,86 @@ run_expiry(int n, double *p50, double *p99)
 	PQfinish(mon);
 }
 
+/* same_series: do two saved points belong to one line of a plot? */
+static bool
+same_series(const saved_point *a, const saved_point *b)
+{
+	return a->sys == b->sys && strcmp(a->scenario, b->scenario) == 0;
+}
+
+/*
+ * write_data writes the medians of every point to path, a table of
+ * whitespace-separated words for gnuplot (bench/plot.gp), one row per
+ * value set; the first word says what the row is:
+ *
+ *	rate SCENARIO SYSTEM CLIENTS ops/s lat-p50-us lat-p99-us wait-p99-ms
+ *		 cs/op cpu-server-us cpu-backends-us cpu-bench-us kernel-% wal/op
+ *	wait SCENARIO SYSTEM CLIENTS wait-ms fraction
+ *		 (a contended point's waits: that fraction of them took at most
+ *		 wait-ms; the median over the rounds of each fraction's wait)
+ *	limit durable fdatasync 0 ops/s
+ *		 (1 / fdatasync: one chain of WAL flushes at most)
+ *
+ * The rows of one line of a plot (a scenario and system; for waits, also
+ * the clients) are consecutive and in the order of clients: gnuplot breaks
+ * a line where it skips rows.
+ */
+static void
+write_data(const char *path)
+{
+	FILE	   *f = fopen(path, "w");
+	int			i;
+	int			j;
+	int			k;
+
+	if (f == NULL)
+	{
+		perror(path);
+		exit(1);
+	}
+	fprintf(f, "# lockq_bench: %d round(s) of %.1f s per point, medians; the format is described in bench/lockq_bench.c (write_data)\n",
+			rounds, seconds);
+	for (i = 0; i < nsaved; i++)
+	{
+		/* a series is written at its first point, whole */
+		for (j = 0; j < i && !same_series(&saved[j], &saved[i]); j++)
+			;
+		if (j < i)
+			continue;
+		for (j = i; j < nsaved; j++)
+		{
+			const saved_point *sp = &saved[j];
+			const point_result *r = &sp->r;
+
+			if (!same_series(sp, &saved[i]))
+				continue;
+			fprintf(f, "rate %s %s %d %.1f %.0f %.0f %.3f %.2f %.1f %.1f %.1f %.1f %.3f\n",
+					sp->scenario, sys_word[sp->sys], sp->clients, r->rate,
+					r->lat_p50, r->lat_p99, r->wait_p99 / 1000.0, r->cs_per_op,
+					r->cpu_server, r->cpu_backends, r->cpu_client, r->cpu_kernel,
+					r->wal_per_op);
+		}
+	}
+	for (i = 0; i < nsaved; i++)
+	{
+		const saved_point *sp = &saved[i];
+
+		if (sp->scen != SCEN_CONTENDED || sp->sys == SYS_PGBENCH)
+			continue;
+		for (k = 0; k <= WAIT_STEPS; k++)
+			fprintf(f, "wait %s %s %d %.3f %.3f\n", sp->scenario,
+					sys_word[sp->sys], sp->clients, sp->r.wait_at[k] / 1000.0,
+					(double) k / WAIT_STEPS);
+	}
+	if (fsync_us > 0)
+		fprintf(f, "limit durable fdatasync 0 %.1f\n", 1e6 / fsync_us);
+	if (fclose(f) != 0)
+	{
+		perror(path);
+		exit(1);
+	}
+}
+
 /*
  * wanted: is the scenario name one of the words of --only (separated by
  * commas or spaces)?  A whole word: "contended" is not "uncontended".
@@ -1297,6 +1421,7 @@ main(int argc, char **argv)
 	static const bench_sys scaled[] = {SYS_ADVISORY, SYS_LEASED};
 	static const bench_sys durable[] = {SYS_PGBENCH, SYS_LEASED};
 	const char *only = NULL;
+	const char *data = NULL;
 	bool		quick = false;
 	int			prof_clients = 0;
 	bench_sys	prof_sys = SYS_LOCKQ;
@@ -1323,6 +1448,8 @@ main(int argc, char **argv)
 			seconds = atof(argv[++i]);
 		else if (strcmp(argv[i], "--only") == 0 && i + 1 < (size_t) argc)
 			only = argv[++i];
+		else if (strcmp(argv[i], "--data") == 0 && i + 1 < (size_t) argc)
+			data = argv[++i];
 		else if (strcmp(argv[i], "--pgbench") == 0 && i + 1 < (size_t) argc)
 			pgbench_path = argv[++i];
 		else if (strcmp(argv[i], "--fsync-us") == 0 && i + 1 < (size_t) argc)
@@ -1343,7 +1470,7 @@ main(int argc, char **argv)
 		}
 		else if (argv[i][0] == '-')
 		{
-			fprintf(stderr, "usage: %s [--quick] [--rounds N] [--seconds S] [--only LIST] [--pgbench PATH] [--fsync-us US] [--profile CLIENTS [--system advisory|session|leased|liblockq]] CONNINFO\n", argv[0]);
+			fprintf(stderr, "usage: %s [--quick] [--rounds N] [--seconds S] [--only LIST] [--data FILE] [--pgbench PATH] [--fsync-us US] [--profile CLIENTS [--system advisory|session|leased|liblockq]] CONNINFO\n", argv[0]);
 			return 2;
 		}
 		else
@@ -1436,6 +1563,8 @@ main(int argc, char **argv)
 		set_synchronous_grants(false);
 		count_wal = false;
 	}
+	if (data != NULL)
+		write_data(data);
 	free(events);
 	return 0;
 }
