@@ -49,9 +49,11 @@
  * --only takes a list of scenario names (durable runs both durable parts).
  * For each point the CPU time the cluster's processes and the benchmark
  * itself used is split: the lock server, the backends (and PostgreSQL's
- * other processes), the benchmark's clients; and the share of the
- * machine's busy time spent in the kernel (see cpu_sample).  Per operation,
- * it says where the next speed-up must come from.
+ * other processes), the benchmark's clients; the share of the machine's
+ * busy time spent in the kernel; and the share used by other processes
+ * than these (other work on the machine: then the point is disturbed).
+ * See cpu_sample.  Per operation, it says where the next speed-up must
+ * come from.
  *
  * FIFO inversions: client A's request reached the lock more than
  * INVERSION_MARGIN_US before client B's, but A was granted after B.  The
@@ -143,6 +145,8 @@ typedef struct point_result
 	double		cpu_backends;	/* the cluster's other processes */
 	double		cpu_client;		/* the benchmark's own threads */
 	double		cpu_kernel;		/* the machine's busy time in the kernel, % */
+	double		cpu_foreign;	/* the machine's busy time used by others
+								 * than the cluster and the benchmark, % */
 	double		misses;			/* jobs: tries that found the key taken, % */
 	double		wal_per_op;		/* durable: WAL flushes (pg_stat_wal.wal_sync)
 								 * per op */
@@ -562,7 +566,9 @@ context_switches(void)
  * no user/kernel split; the kernel's share comes from the machine's tick
  * counts in /proc/stat (every CPU, every tick: 600 samples in 3 s on 2
  * cores), which on an otherwise quiet machine are the cluster's and the
- * benchmark's.
+ * benchmark's.  Against the run time of those, the same counts say how
+ * much of the busy time went to other processes (others %: sampled, so
+ * give or take a few %; pgbench's own processes count as others).
  */
 typedef struct cpu_sample
 {
@@ -836,6 +842,14 @@ measure(bench_sys sys, int nclients, bench_scen scen)
 		r.cpu_backends = (cpu1.other_ns - cpu0.other_ns) / 1000.0 / total;
 		r.cpu_client = (cpu1.self_ns - cpu0.self_ns) / 1000.0 / total;
 		r.cpu_kernel = busy > 0 ? 100.0 * (cpu1.kernel_ticks - cpu0.kernel_ticks) / busy : 0;
+		if (busy > 0)
+		{
+			double		busy_ns = (double) busy * 1e9 / sysconf(_SC_CLK_TCK);
+			double		ours = (double) (cpu1.server_ns - cpu0.server_ns) +
+				(cpu1.other_ns - cpu0.other_ns) + (cpu1.self_ns - cpu0.self_ns);
+
+			r.cpu_foreign = fmax(0.0, 100.0 * (1.0 - ours / busy_ns));
+		}
 	}
 
 	if (scen == SCEN_UNCONTENDED || scen == SCEN_OWNKEY)
@@ -1079,6 +1093,7 @@ median_of(point_result *rs, int n)
 	MED(cpu_backends);
 	MED(cpu_client);
 	MED(cpu_kernel);
+	MED(cpu_foreign);
 	MED(misses);
 	MED(wal_per_op);
 	for (q = 0; q <= WAIT_STEPS; q++)
@@ -1131,8 +1146,9 @@ print_row(const char *scenario, int nclients, bench_scen scen, bench_sys sys,
 	const char *name = sys_label(scenario, scen, sys);
 	char		cpu[96];
 
-	snprintf(cpu, sizeof(cpu), "%.0f / %.0f / %.0f | %.0f",
-			 p->cpu_server, p->cpu_backends, p->cpu_client, p->cpu_kernel);
+	snprintf(cpu, sizeof(cpu), "%.0f / %.0f / %.0f | %.0f / %.0f",
+			 p->cpu_server, p->cpu_backends, p->cpu_client, p->cpu_kernel,
+			 p->cpu_foreign);
 	if (is_durable(scenario))
 	{
 		char		limit[32] = "";
@@ -1148,10 +1164,9 @@ print_row(const char *scenario, int nclients, bench_scen scen, bench_sys sys,
 
 			if (scen == SCEN_CONTENDED)
 				snprintf(wait, sizeof(wait), "%.1f", p->wait_p99 / 1000.0);
-			printf("| %s | %s | %d | %.0f | %.0f | %s | %.2f | %s | %.1f | %.0f / %.0f / %.0f | %.0f |\n",
+			printf("| %s | %s | %d | %.0f | %.0f | %s | %.2f | %s | %.1f | %s |\n",
 				   scenario, name, nclients, p->rate, p->lat_p50, wait,
-				   p->wal_per_op, limit, p->cs_per_op,
-				   p->cpu_server, p->cpu_backends, p->cpu_client, p->cpu_kernel);
+				   p->wal_per_op, limit, p->cs_per_op, cpu);
 		}
 	}
 	else if (scen == SCEN_CONTENDED)
@@ -1322,6 +1337,7 @@ same_series(const saved_point *a, const saved_point *b)
  *
  *	rate SCENARIO SYSTEM CLIENTS ops/s lat-p50-us lat-p99-us wait-p99-ms
  *		 cs/op cpu-server-us cpu-backends-us cpu-bench-us kernel-% wal/op
+ *		 others-%
  *	wait SCENARIO SYSTEM CLIENTS wait-ms fraction
  *		 (a contended point's waits: that fraction of them took at most
  *		 wait-ms; the median over the rounds of each fraction's wait)
@@ -1361,11 +1377,11 @@ write_data(const char *path)
 
 			if (!same_series(sp, &saved[i]))
 				continue;
-			fprintf(f, "rate %s %s %d %.1f %.0f %.0f %.3f %.2f %.1f %.1f %.1f %.1f %.3f\n",
+			fprintf(f, "rate %s %s %d %.1f %.0f %.0f %.3f %.2f %.1f %.1f %.1f %.1f %.3f %.1f\n",
 					sp->scenario, sys_word[sp->sys], sp->clients, r->rate,
 					r->lat_p50, r->lat_p99, r->wait_p99 / 1000.0, r->cs_per_op,
 					r->cpu_server, r->cpu_backends, r->cpu_client, r->cpu_kernel,
-					r->wal_per_op);
+					r->wal_per_op, r->cpu_foreign);
 		}
 	}
 	for (i = 0; i < nsaved; i++)
@@ -1510,7 +1526,7 @@ main(int argc, char **argv)
 	}
 
 	printf("rounds per point: %d, %.1f s each; medians; the systems alternate\n\n", rounds, seconds);
-	printf("| scenario | system | clients | ops/s | lat p50 µs | lat p99 µs | wait p99 ms | wait max ms | Jain | FIFO inv. | ME viol. | per-client | cs/op | CPU µs/op: lock server / backends / bench | kernel %% (machine) |\n");
+	printf("| scenario | system | clients | ops/s | lat p50 µs | lat p99 µs | wait p99 ms | wait max ms | Jain | FIFO inv. | ME viol. | per-client | cs/op | CPU µs/op: lock server / backends / bench | machine: kernel %% / others %% |\n");
 	printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
 
 	if (wanted(only, "uncontended"))
@@ -1552,7 +1568,7 @@ main(int argc, char **argv)
 			printf("Physical limit of one chain of flushes: 1 / fdatasync = %.0f/s "
 				   "(pg_test_fsync: %.1f us per fdatasync); \"of 1/fdatasync\" is ops/s "
 				   "against it.\n", 1e6 / fsync_us, fsync_us);
-		printf("\n| scenario | system | clients | ops/s | lat p50 µs | wait p99 ms | WAL flushes/op | of 1/fdatasync | cs/op | CPU µs/op: lock server / backends / bench | kernel %% (machine) |\n");
+		printf("\n| scenario | system | clients | ops/s | lat p50 µs | wait p99 ms | WAL flushes/op | of 1/fdatasync | cs/op | CPU µs/op: lock server / backends / bench | machine: kernel %% / others %% |\n");
 		printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
 		count_wal = true;
 		set_synchronous_grants(true);
