@@ -446,22 +446,22 @@ class Lease:
             return monotonic() + min(self._ttl / 10, 1.0)
         if not renewed:
             self._lose()
-        elif self._extend(sent + self._ttl) == "given up":
+        elif self._renewal_too_late(sent + self._ttl):
             self._release_quietly()     # renewed after we had given it up
         return sent + self._ttl / 3
 
-    def _extend(self, deadline):
-        """Moves the local deadline after a renewal: "extended", or "done"
-        when release() has begun (its own lockq_release ends the grant, and
-        a second release here would make it report the lease lost), or
-        "given up" when the lease was already counted lost."""
+    def _renewal_too_late(self, deadline):
+        """Moves the local deadline after a renewal.  True when the lease
+        was already counted lost, so that the renewal must be undone; never
+        once release() has begun (its own lockq_release ends the grant, and
+        a second release here would make it report the lease lost)."""
         with self._mu:
             if self._done:
-                return "done"
+                return False
             if self.lost.is_set() or monotonic() >= self._deadline:
-                return "given up"
+                return True
             self._deadline = deadline
-            return "extended"
+            return False
 
     def _release_quietly(self):
         try:

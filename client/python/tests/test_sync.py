@@ -154,16 +154,21 @@ class SyncTest(LockqTestCase):
         lease = lockq.lock(self.pool, self.name, ttl=1.5).acquire()
         real_run = lease._run
         renewed, releasing = threading.Event(), threading.Event()
+        renewer = []
 
         def run(name, *params):
             if name == "renew" and not releasing.is_set():
                 out = real_run(name, *params)
+                renewer.append(threading.current_thread())
                 renewed.set()
                 releasing.wait(10)      # answer only once release() began
                 return out
             if name == "release" and threading.current_thread() is threading.main_thread():
                 releasing.set()
-                time.sleep(0.3)         # room for a second release to go first
+                # the renewal thread acts on its answer and, seeing release()
+                # begun, ends: whatever it does goes before this release
+                renewer[0].join(10)
+                self.assertFalse(renewer[0].is_alive(), "the renewal thread ended")
             return real_run(name, *params)
 
         lease._run = run
