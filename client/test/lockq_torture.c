@@ -449,6 +449,16 @@ res_val(const Res *res)
 	return PQgetvalue(res->r, 0, 0);
 }
 
+/* op_end_value logs a call whose answer is a value: ok with it, or why not. */
+static void
+op_end_value(Worker *w, Op *op, const Res *res)
+{
+	if (res->kind == RES_OK && !res_null(res))
+		op_end(w, op, res->t_done, "ok", 0, res_val(res), NULL);
+	else
+		op_end_res(w, op, res);
+}
+
 static void
 fmt_ms(char *buf, size_t len, int ms)
 {
@@ -507,6 +517,18 @@ conn_lost(Worker *w, const char *why)
 	if (w->kind == K_SESS)
 		forget_grant(w);
 	w->probe_burst = 4;
+}
+
+/*
+ * res_done ends a call's result: clears it and, when the connection broke,
+ * closes it (conn_lost).
+ */
+static void
+res_done(Worker *w, Res *res)
+{
+	res_clear(res);
+	if (res->kind == RES_CONN)
+		conn_lost(w, res->msg);
 }
 
 /*
@@ -657,9 +679,7 @@ op_acquire(Worker *w, bool reentrant)
 	}
 	else
 		op_end_res(w, &op, &res);
-	res_clear(&res);
-	if (res.kind == RES_CONN)
-		conn_lost(w, res.msg);
+	res_done(w, &res);
 }
 
 /*
@@ -728,9 +748,7 @@ op_token_call(Worker *w, const char *f, const char *lock, const char *owner,
 		if (end > w->reckon_ns)
 			w->reckon_ns = end;
 	}
-	res_clear(&res);
-	if (res.kind == RES_CONN)
-		conn_lost(w, res.msg);
+	res_done(w, &res);
 	return rc;
 }
 
@@ -858,13 +876,8 @@ op_now(Worker *w)
 
 	op_begin(w, &op, "now", NULL, NULL, 0, 0);
 	sql_exec(w->pg, "SELECT lockq_now()", 0, NULL, &res);
-	if (res.kind == RES_OK && !res_null(&res))
-		op_end(w, &op, res.t_done, "ok", 0, res_val(&res), NULL);
-	else
-		op_end_res(w, &op, &res);
-	res_clear(&res);
-	if (res.kind == RES_CONN)
-		conn_lost(w, res.msg);
+	op_end_value(w, &op, &res);
+	res_done(w, &res);
 }
 
 /*
@@ -967,9 +980,7 @@ op_enqueue(Worker *w)
 	}
 	else
 		op_end_res(w, &op, &res);
-	res_clear(&res);
-	if (res.kind == RES_CONN)
-		conn_lost(w, res.msg);
+	res_done(w, &res);
 }
 
 /* op_heartbeat keeps the wait alive and learns of its grant. */
@@ -1002,9 +1013,7 @@ op_heartbeat(Worker *w)
 		if (res.kind == RES_ERR)
 			w->waiting = false; /* dropped (55000) or refused: start again */
 	}
-	res_clear(&res);
-	if (res.kind == RES_CONN)
-		conn_lost(w, res.msg);
+	res_done(w, &res);
 }
 
 /* op_cancel withdraws the wait (a grant that won the race passes on). */
@@ -1018,13 +1027,8 @@ op_cancel(Worker *w)
 	w->waiting = false;
 	op_begin(w, &op, "cancel", w->lock, w->owner, 0, 0);
 	sql_exec(w->pg, "SELECT lockq_cancel($1, $2)", 2, params, &res);
-	if (res.kind == RES_OK && !res_null(&res))
-		op_end(w, &op, res.t_done, "ok", 0, res_val(&res), NULL);
-	else
-		op_end_res(w, &op, &res);
-	res_clear(&res);
-	if (res.kind == RES_CONN)
-		conn_lost(w, res.msg);
+	op_end_value(w, &op, &res);
+	res_done(w, &res);
 }
 
 /* ---------------------------------------------------------------------
