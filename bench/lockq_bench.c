@@ -417,16 +417,13 @@ job_step(client *c)
 							   1, NULL, upd, NULL, NULL, 0);
 			break;
 		case SYS_LOCKQ:
-			exec_value(c->pg, "SELECT lockq.lockq_try($1)", 1, params, c->token, sizeof(c->token));
-			if (c->token[0] == '\0')
-				return false;
-			res = PQexecParams(c->pg, "UPDATE bench_jobs SET n = n + 1"
-							   " WHERE id = $1::int AND lockq.lockq_holds($2, $3::int8)",
-							   3, NULL, upd, NULL, NULL, 0);
-			break;
 		case SYS_LEASED:
-			exec_value(c->pg, "SELECT lockq.lockq_try($1, $2, '30 s')", 2, params,
-					   c->token, sizeof(c->token));
+			if (c->sys == SYS_LOCKQ)
+				exec_value(c->pg, "SELECT lockq.lockq_try($1)", 1, params,
+						   c->token, sizeof(c->token));
+			else
+				exec_value(c->pg, "SELECT lockq.lockq_try($1, $2, '30 s')", 2, params,
+						   c->token, sizeof(c->token));
 			if (c->token[0] == '\0')
 				return false;
 			res = PQexecParams(c->pg, "UPDATE bench_jobs SET n = n + 1"
