@@ -1086,9 +1086,12 @@ lqc_parse_conninfo(lockqc_conn *c, char *errbuf, size_t errlen)
 		{
 			long		s = strtol(o->val, NULL, 10);
 
-			/* as libpq: 0 or less is no limit, and at least 2 s */
+			/*
+			 * As libpq: 0 or less is no limit, and at least 2 s; libpq
+			 * refuses a value beyond an int, so no more is kept here.
+			 */
 			if (s > 0)
-				c->connect_timeout_ms = (s < 2 ? 2 : s) * 1000;
+				c->connect_timeout_ms = (int64_t) (s < 2 ? 2 : s > INT_MAX ? INT_MAX : s) * 1000;
 		}
 	}
 	nh = lqc_split(host, &c->hosts);
