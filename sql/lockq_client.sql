@@ -50,3 +50,31 @@ SELECT expires - acquired > interval '59 minutes' AS full_lease FROM lockq_locks
 SELECT lockq_release('q', 'c4');
 SELECT count(*) AS locks FROM lockq_locks;
 SELECT enqueues >= 5 AS enqueues_counted FROM lockq_stats;
+-- lockq_await: a client-side waiter waits in a backend, keeping its place
+-- (its wake-up by the grant: specs/lockq_await.spec, t/029_await.pl)
+SELECT lockq_try('aw', 'h') AS tokh \gset
+SELECT lockq_enqueue('aw', 'w1', '1 hour', NULL, '5 seconds') IS NULL AS w1_queued;
+SELECT lockq_enqueue('aw', 'w2', '1 hour', NULL, '5 seconds') IS NULL AS w2_queued;
+SELECT lockq_await('aw', 'w2', '100 ms') IS NULL AS w2_still_queued;
+SELECT owner, position, kind FROM lockq_waiters WHERE lock_id = 'aw';
+-- the holder gets its token back
+SELECT lockq_await('aw', 'h') = :tokh AS holder_token;
+-- nobody waiting, or bad input: an error, and nothing changes
+SELECT lq_err($$SELECT lockq_await('aw', 'nobody')$$);
+SELECT lq_err($$SELECT lockq_await('aw', 'w1', '-1 s')$$);
+SELECT lq_err($$SELECT lockq_await('aw', 'w1', '0 s')$$);
+SELECT lq_err($$SELECT lockq_await('aw', NULL)$$);
+SELECT lq_err($$SELECT lockq_await('aw', 'session:x')$$);
+SELECT lq_err($$SELECT lockq_await(NULL, 'w1')$$);
+SELECT lq_err($$SELECT lockq_await(repeat('x', 256), 'w1')$$);
+SELECT owner, position, kind FROM lockq_waiters WHERE lock_id = 'aw';
+SELECT owner FROM lockq_locks WHERE lock_id = 'aw';
+-- a grant made while nobody awaited: the next lockq_await returns it at once
+-- and starts the full lease, as lockq_heartbeat does
+SELECT lockq_release('aw', 'h', :tokh);
+SELECT expires - acquired <= interval '5 seconds' AS heartbeat_lease FROM lockq_locks WHERE lock_id = 'aw';
+SELECT lockq_await('aw', 'w1') > :tokh AS w1_token;
+SELECT expires - acquired > interval '59 minutes' AS full_lease FROM lockq_locks WHERE lock_id = 'aw';
+SELECT lockq_cancel('aw', 'w2') AS w2_withdrawn;
+SELECT lockq_release('aw', 'w1');
+SELECT count(*) AS locks FROM lockq_locks WHERE lock_id = 'aw';

@@ -67,6 +67,7 @@ typedef enum LqOp
 	LQ_OP_ENQUEUE,				/* client waiter: queue, do not block */
 	LQ_OP_HEARTBEAT,			/* client waiter: keep the wait alive */
 	LQ_OP_CANCEL,				/* client waiter: withdraw */
+	LQ_OP_AWAIT,				/* client waiter: wait in a backend */
 	LQ_OP_FORCE_RELEASE,		/* administrator: end any grant */
 	LQ_OP_RELEASE_SESSION,		/* DISCARD ALL: end the session's
 								 * session-bound grants */

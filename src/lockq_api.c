@@ -63,6 +63,7 @@ PG_FUNCTION_INFO_V1(lockq_renew);
 PG_FUNCTION_INFO_V1(lockq_holds);
 PG_FUNCTION_INFO_V1(lockq_enqueue);
 PG_FUNCTION_INFO_V1(lockq_heartbeat);
+PG_FUNCTION_INFO_V1(lockq_await);
 PG_FUNCTION_INFO_V1(lockq_cancel);
 PG_FUNCTION_INFO_V1(lockq_force_release);
 PG_FUNCTION_INFO_V1(lockq_session_owner);
@@ -1080,6 +1081,34 @@ lockq_heartbeat(PG_FUNCTION_ARGS)
 		PG_RETURN_NULL();
 	if (req.session_owner)
 		lq_note_session_grant(&req, &res);
+	PG_RETURN_INT64(res.token);
+}
+
+/*
+ * lockq_await(lock_id, owner, timeout) waits in this backend for a
+ * client-side waiter (lockq_enqueue) to be granted: the token as soon as
+ * it is (with its full lease, no NOTIFY sent), NULL when timeout (at most
+ * the waiter's heartbeat interval) passes first; the waiter keeps its
+ * place either way, and each call counts as a heartbeat.  A cancel or a
+ * lost connection leaves the waiter queued.  Raises 55000 when the owner
+ * neither waits nor holds, or stops waiting meanwhile (lockq_cancel).
+ */
+Datum
+lockq_await(PG_FUNCTION_ARGS)
+{
+	LqRequest	req;
+	LqResult	res;
+	int64		timeout;
+
+	lq_begin_request(&req, LQ_OP_AWAIT, fcinfo);
+	lq_arg_owner(fcinfo, 1, &req, true);
+	timeout = lq_arg_timeout(fcinfo, 2);
+	req.deadline = timeout > 0 ? lq_clock_peek() + timeout : 0;
+
+	res = lq_call(&req);
+	lq_raise_if_error(&res);
+	if (res.status != LQ_ST_GRANTED)
+		PG_RETURN_NULL();
 	PG_RETURN_INT64(res.token);
 }
 

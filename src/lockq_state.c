@@ -133,7 +133,11 @@ struct LqWaiter
 	Oid			role;
 	char	   *channel;
 	ItemPointerData row_tid;	/* client waiter: its lockq.queue row */
-	LqTimer		timer;			/* timeout, or heartbeat deadline */
+	int			await_slot;		/* client waiter: the session blocked in
+								 * lockq_await for it (-1: none) */
+	uint64		await_reqid;	/* ...and its request */
+	LqTimer		timer;			/* timeout, heartbeat deadline, or the end
+								 * of a lockq_await */
 	dlist_node	node;
 };
 
@@ -177,6 +181,8 @@ typedef struct LqSession
 {
 	dlist_head	held;			/* its session-bound grants */
 	LqWaiter   *waiter;			/* its lockq_get in progress, if queued */
+	LqWaiter   *awaiting;		/* the client waiter its lockq_await in
+								 * progress is for */
 } LqSession;
 
 /* What one role has in the lock table, for its limits. */
@@ -320,6 +326,7 @@ lq_state_reset(void)
 	{
 		dlist_init(&lq_sessions[i].held);
 		lq_sessions[i].waiter = NULL;
+		lq_sessions[i].awaiting = NULL;
 	}
 	lq_nwaiters = 0;
 	lq_nholders = 0;
@@ -874,6 +881,8 @@ lq_waiter_create(LqLock *lock, const LqWaiterSpec *spec)
 	w->heartbeat = spec->heartbeat;
 	w->role = spec->role;
 	w->channel = lq_strdup(spec->channel);
+	w->await_slot = -1;
+	w->await_reqid = 0;
 	w->timer.armed = false;
 	w->timer.kind = LQ_TIMER_WAITER;
 	w->timer.memory_only = !spec->client;
@@ -896,6 +905,43 @@ lq_waiter_create(LqLock *lock, const LqWaiterSpec *spec)
 }
 
 /*
+ * lq_await_detach ends the link between client waiter w and the session
+ * blocked in lockq_await for it, without answering that session (the
+ * caller does, or the session gave up).  It does not touch the waiter's
+ * timer: see lq_await_end.
+ */
+static void
+lq_await_detach(LqWaiter *w)
+{
+	if (w->await_slot < 0)
+		return;
+	if (lq_sessions[w->await_slot].awaiting == w)
+		lq_sessions[w->await_slot].awaiting = NULL;
+	w->await_slot = -1;
+	w->await_reqid = 0;
+}
+
+/*
+ * lq_await_end ends a lockq_await on a waiter that stays queued: the
+ * session is answered "still queued" (unless it gave up: answer false) and
+ * the waiter's heartbeat window starts again, since the wait was a call
+ * from its client.
+ */
+static void
+lq_await_end(LqWaiter *w, bool answer, int64 now)
+{
+	int			slotno = w->await_slot;
+	uint64		reqid = w->await_reqid;
+
+	if (slotno < 0)
+		return;
+	lq_await_detach(w);
+	lq_timer_arm(&w->timer, now + w->heartbeat);
+	if (answer)
+		lq_reply(slotno, reqid, LQ_ST_QUEUED, 0, false);
+}
+
+/*
  * lq_waiter_remove takes a waiter out of its queue (and, with delete_row,
  * out of lockq.queue).  It does not hand the lock on: a lock with waiters is
  * held, so removing one never makes the lock grantable.
@@ -911,6 +957,15 @@ lq_waiter_remove(LqWaiter *w, bool delete_row)
 	lq_nwaiters--;
 	lq_role_count(w->role, offsetof(LqRoleUsage, waiters), -1);
 	lq_timer_disarm(&w->timer);
+	if (w->await_slot >= 0)
+	{
+		/* a grant detaches its lockq_await first: this is another end */
+		lq_reply_error(w->await_slot, w->await_reqid,
+					   ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+					   "owner \"%s\" is no longer waiting for lock \"%s\"",
+					   w->key.owner, lock->lock_id);
+		lq_await_detach(w);
+	}
 	if (!w->client && w->slot >= 0)
 	{
 		if (lq_sessions[w->slot].waiter == w)
@@ -1134,15 +1189,27 @@ lq_grant_next(LqLock *lock, int64 now)
 	{
 		char	   *channel = w->channel ? pstrdup(w->channel) : NULL;
 		int64		ttl = w->ttl;
-		int64		lease = Min(w->ttl, w->heartbeat);
+		int			await_slot = w->await_slot;
+		uint64		await_reqid = w->await_reqid;
 		Oid			role = w->role;
+
+		/*
+		 * A session blocked in lockq_await for the waiter takes the grant
+		 * up at once, so it gets the full lease, as lockq_get does, and
+		 * its answer instead of a NOTIFY; else the lease is the heartbeat
+		 * interval until the client picks the grant up.
+		 */
+		int64		lease = await_slot >= 0 ? ttl : Min(ttl, w->heartbeat);
 
 		LqHolder	h = {.owner = owner, .channel = channel, .ttl = ttl,
 		.role = role, .session_slot = -1};
 
+		lq_await_detach(w);
 		lq_waiter_remove(w, true);
 		token = lq_grant(lock, &h, lease);
-		if (channel != NULL)
+		if (await_slot >= 0)
+			lq_reply(await_slot, await_reqid, LQ_ST_GRANTED, token, false);
+		else if (channel != NULL)
 			lq_outbox_notify(channel, "grant", token, lock->lock_id, owner);
 	}
 	else
@@ -1444,8 +1511,9 @@ lq_apply_renew(int slotno, uint64 reqid, const LqRequest *req, int64 now)
 }
 
 /*
- * lq_refresh_waiter restarts a client-side waiter's heartbeat window.  A
- * new channel is recorded (the client may have reconnected).
+ * lq_refresh_waiter restarts a client-side waiter's heartbeat window (while
+ * a lockq_await waits for it, that ends it: lq_await_end).  A new channel
+ * is recorded (the client may have reconnected).
  */
 static void
 lq_refresh_waiter(LqWaiter *w, const LqRequest *req, int64 now)
@@ -1462,7 +1530,8 @@ lq_refresh_waiter(LqWaiter *w, const LqRequest *req, int64 now)
 			lq_waiter_insert_row(w);
 		}
 	}
-	lq_timer_arm(&w->timer, now + w->heartbeat);
+	if (w->await_slot < 0)
+		lq_timer_arm(&w->timer, now + w->heartbeat);
 }
 
 /*
@@ -1510,25 +1579,24 @@ lq_apply_enqueue(int slotno, uint64 reqid, const LqRequest *req, int64 now)
 }
 
 /*
- * lq_apply_heartbeat: lockq_heartbeat.  For a holder it also confirms the
- * grant and restarts the full lease.
+ * lq_client_waiter answers a call made for a client-side waiter
+ * (lockq_heartbeat, lockq_await) by the lock's holder, or by anyone when
+ * there is no such waiter or the role may not act for it, and returns
+ * NULL; else it returns the waiter, for the caller to answer.
  */
-static void
-lq_apply_heartbeat(int slotno, uint64 reqid, const LqRequest *req, int64 now)
+static LqWaiter *
+lq_client_waiter(int slotno, uint64 reqid, const LqRequest *req, int64 now)
 {
 	LqLock	   *lock = lq_lock_lookup(req->lock_id, false);
 	LqWaiter   *w;
 
 	if (lq_answer_holder(slotno, reqid, req, lock, now, 0))
-		return;
+		return NULL;
 	w = lq_waiter_lookup(req->lock_id, req->owner);
 	if (w != NULL && !lq_may_act(req, w->role))
 		lq_reply_forbidden(slotno, reqid, req);
 	else if (w != NULL && w->client)
-	{
-		lq_refresh_waiter(w, req, now);
-		lq_reply(slotno, reqid, LQ_ST_QUEUED, 0, false);
-	}
+		return w;
 	else if (w != NULL)
 		lq_reply_error(slotno, reqid, ERRCODE_OBJECT_IN_USE,
 					   "owner \"%s\" is waiting for lock \"%s\" in a backend",
@@ -1537,6 +1605,57 @@ lq_apply_heartbeat(int slotno, uint64 reqid, const LqRequest *req, int64 now)
 		lq_reply_error(slotno, reqid, ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
 					   "owner \"%s\" is not waiting for lock \"%s\"",
 					   req->owner, req->lock_id);
+	return NULL;
+}
+
+/*
+ * lq_apply_heartbeat: lockq_heartbeat.  For a holder it also confirms the
+ * grant and restarts the full lease.  A lockq_await in progress for the
+ * waiter goes on.
+ */
+static void
+lq_apply_heartbeat(int slotno, uint64 reqid, const LqRequest *req, int64 now)
+{
+	LqWaiter   *w = lq_client_waiter(slotno, reqid, req, now);
+
+	if (w == NULL)
+		return;
+	lq_refresh_waiter(w, req, now);
+	lq_reply(slotno, reqid, LQ_ST_QUEUED, 0, false);
+}
+
+/*
+ * lq_apply_await: lockq_await, a client-side waiter's wait in a backend.
+ * The holder gets its token (and its full lease, as from lockq_heartbeat).
+ * A queued waiter keeps its place and this session waits for it: the grant
+ * answers the session directly (no NOTIFY), with the full lease.  At the
+ * await's deadline, at most one heartbeat interval away (a session may hang
+ * with its client gone silent), the session is answered "still queued"
+ * and the heartbeat window starts again.  A second lockq_await for the
+ * same waiter takes over; the first is answered "still queued".
+ */
+static void
+lq_apply_await(int slotno, uint64 reqid, const LqRequest *req, int64 now)
+{
+	LqWaiter   *w = lq_client_waiter(slotno, reqid, req, now);
+	int64		until;
+
+	if (w == NULL)
+		return;
+	lq_await_end(w, true, now);
+	until = now + w->heartbeat;
+	if (req->deadline > 0 && req->deadline < until)
+		until = req->deadline;
+	if (until <= now)
+	{
+		lq_timer_arm(&w->timer, now + w->heartbeat);
+		lq_reply(slotno, reqid, LQ_ST_QUEUED, 0, false);
+		return;
+	}
+	w->await_slot = slotno;
+	w->await_reqid = reqid;
+	lq_sessions[slotno].awaiting = w;
+	lq_timer_arm(&w->timer, until);
 }
 
 /*
@@ -1664,6 +1783,9 @@ lq_state_apply(int slotno, uint64 reqid, const LqRequest *req, int64 now)
 		case LQ_OP_HEARTBEAT:
 			lq_apply_heartbeat(slotno, reqid, req, now);
 			break;
+		case LQ_OP_AWAIT:
+			lq_apply_await(slotno, reqid, req, now);
+			break;
 		case LQ_OP_CANCEL:
 			lq_apply_cancel(slotno, reqid, req, now);
 			break;
@@ -1685,26 +1807,33 @@ lq_state_apply(int slotno, uint64 reqid, const LqRequest *req, int64 now)
 }
 
 /*
- * lq_state_is_waiting: is the slot's request reqid queued in a lock?
+ * lq_state_is_waiting: is the slot's request reqid queued in a lock, or a
+ * lockq_await waiting for a client-side waiter?
  */
 bool
 lq_state_is_waiting(int slotno, uint64 reqid)
 {
 	LqWaiter   *w = lq_sessions[slotno].waiter;
+	LqWaiter   *a = lq_sessions[slotno].awaiting;
 
-	return w != NULL && w->reqid == reqid;
+	return (w != NULL && w->reqid == reqid) ||
+		(a != NULL && a->await_reqid == reqid);
 }
 
 /*
  * lq_state_cancel_wait removes the queued lockq_get of a slot whose backend
- * gave up (cancel, statement_timeout, exit).
+ * gave up (cancel, statement_timeout, exit).  A lockq_await given up
+ * leaves its client-side waiter queued, with a new heartbeat window.
  */
 void
-lq_state_cancel_wait(int slotno, uint64 reqid)
+lq_state_cancel_wait(int slotno, uint64 reqid, int64 now)
 {
 	LqWaiter   *w = lq_sessions[slotno].waiter;
+	LqWaiter   *a = lq_sessions[slotno].awaiting;
 	LqLock	   *lock;
 
+	if (a != NULL && a->await_reqid == reqid)
+		lq_await_end(a, false, now);
 	if (w == NULL || w->reqid != reqid)
 		return;
 	lock = w->lock;
@@ -1741,7 +1870,9 @@ lq_state_session_end(int slotno, int pid, int64 session_start, int64 now)
 	dlist_mutable_iter iter;
 
 	if (s->waiter != NULL)
-		lq_state_cancel_wait(slotno, s->waiter->reqid);
+		lq_state_cancel_wait(slotno, s->waiter->reqid, now);
+	if (s->awaiting != NULL)
+		lq_await_end(s->awaiting, false, now);
 
 	dlist_foreach_modify(iter, &s->held)
 	{
@@ -1790,6 +1921,12 @@ lq_fire_timer(LqTimer *t, int64 now)
 		LqWaiter   *w = (LqWaiter *) ((char *) t - offsetof(LqWaiter, timer));
 		LqLock	   *lock = w->lock;
 
+		if (w->await_slot >= 0)
+		{
+			/* a lockq_await's deadline: the waiter stays */
+			lq_await_end(w, true, now);
+			return;
+		}
 		if (w->client)
 		{
 			if (w->channel != NULL)

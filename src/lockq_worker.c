@@ -213,7 +213,7 @@ lq_handle_gave_up(int slotno, const LqSlotView *v, int64 now)
 	if (v->cancel)
 	{
 		if (v->state == LQ_SLOT_ACTIVE)
-			lq_state_cancel_wait(slotno, v->reqid);
+			lq_state_cancel_wait(slotno, v->reqid, now);
 		else if (v->state == LQ_SLOT_DONE)
 			lq_state_undo_grant(&v->req, &v->res, now);
 	}

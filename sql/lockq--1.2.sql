@@ -1,4 +1,4 @@
-/* sql/lockq--1.1.sql */
+/* sql/lockq--1.2.sql */
 
 -- Copyright (c) 2026, lockq developers
 -- This file is part of lockq, released under the PostgreSQL License
@@ -145,6 +145,14 @@ AS 'MODULE_PATHNAME', 'lockq_heartbeat'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 COMMENT ON FUNCTION lockq.lockq_heartbeat(text, text) IS
 'Keeps a client-side wait alive: NULL while queued, the token once granted (which confirms the grant and starts its full lease); raises 55000 if the owner neither waits nor holds.';
+
+CREATE FUNCTION lockq.lockq_await(lock_id text, owner text,
+							timeout interval DEFAULT NULL)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'lockq_await'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION lockq.lockq_await(text, text, interval) IS
+'Waits in this backend for a client-side waiter (lockq_enqueue) to be granted: the token as soon as it is (full lease, no NOTIFY), NULL when timeout, at most the heartbeat interval, passes first. The waiter keeps its place either way; each call counts as a heartbeat. Raises 55000 if the owner neither waits nor holds, or stops waiting meanwhile.';
 
 CREATE FUNCTION lockq.lockq_cancel(lock_id text, owner text)
 RETURNS boolean
