@@ -36,7 +36,8 @@
  *					makes it unsettled, DESIGN.md "Unsettled locks")
  *	expiry          a holder vanishes; lag from its lease end to the next
  *					waiter's grant (lockq only: advisory locks have no leases)
- *	library C       the contended scenario through liblockq (NOTIFY path)
+ *	library C       the contended scenario through liblockq: waiting in the
+ *					backend (lockq_await) and, told not to, on NOTIFY
  *	durable C       lockq.synchronous_grants = on (set for the scenario
  *					with ALTER SYSTEM): leased hand-offs on one lock against
  *					pgbench's UPDATEs of one shared row, and (durable_keys)
@@ -107,14 +108,26 @@ typedef enum
 	SYS_ADVISORY,
 	SYS_LOCKQ,					/* session-bound: lockq_get(lock) */
 	SYS_LEASED,					/* an owner and a lease, released by token */
-	SYS_LIBRARY,
+	SYS_LIBRARY,				/* liblockq: a single wait per connection
+								 * waits in the backend (lockq_await) */
+	SYS_LIBNOTIFY,				/* liblockq told to wait on NOTIFY and
+								 * heartbeats (LOCKQC_NO_AWAIT=1), as it
+								 * does with several waits per connection,
+								 * behind a pooler, or on extension 1.1 */
 	SYS_PGBENCH					/* durable: pgbench's single-row UPDATEs */
 } bench_sys;
 
-static const char *sys_name[] = {"advisory", "lockq session", "lockq leased", "liblockq", "pgbench"};
+static const char *sys_name[] = {"advisory", "lockq session", "lockq leased", "liblockq", "liblockq NOTIFY", "pgbench"};
 
 /* the systems' names in the data file (--data): one word each */
-static const char *sys_word[] = {"advisory", "session", "leased", "liblockq", "pgbench"};
+static const char *sys_word[] = {"advisory", "session", "leased", "liblockq", "libnotify", "pgbench"};
+
+/* liblockq in either mode */
+static bool
+is_library(bench_sys sys)
+{
+	return sys == SYS_LIBRARY || sys == SYS_LIBNOTIFY;
+}
 
 typedef enum
 {
@@ -340,6 +353,7 @@ acquire(client *c, const char *key, lockqc_handle **h)
 								" lockq.lockq_get($1, $2, '30 s')", 2, params,
 								c->token, sizeof(c->token));
 		case SYS_LIBRARY:
+		case SYS_LIBNOTIFY:
 			if (lockqc_lock(c->lc, key, NULL, h) != LOCKQC_OK)
 			{
 				fprintf(stderr, "lockqc_lock: %s\n", lockqc_errmsg(c->lc));
@@ -377,6 +391,7 @@ release(client *c, const char *key, lockqc_handle *h)
 			}
 			break;
 		case SYS_LIBRARY:
+		case SYS_LIBNOTIFY:
 			if (lockqc_unlock(h) != LOCKQC_OK)
 			{
 				fprintf(stderr, "lockqc_unlock failed\n");
@@ -501,7 +516,7 @@ client_main(void *arg)
 			pthread_mutex_lock(&ev_mu);
 			if (nevents < MAX_EVENTS)
 			{
-				events[nevents].arrival = c->sys == SYS_LIBRARY ? t0 : arrival;
+				events[nevents].arrival = is_library(c->sys) ? t0 : arrival;
 				events[nevents].wait_start = t0;
 				events[nevents].acquired = t1;
 				events[nevents].client = c->id;
@@ -777,6 +792,13 @@ measure(bench_sys sys, int nclients, bench_scen scen)
 	pthread_barrier_init(&ready_barrier, NULL, nclients + 1);
 	pthread_barrier_init(&start_barrier, NULL, nclients + 1);
 
+	/*
+	 * No thread of liblockq runs here (the last point's connections were
+	 * closed and their threads joined), so nothing reads the environment
+	 * while it is changed.
+	 */
+	if (sys == SYS_LIBNOTIFY)
+		setenv("LOCKQC_NO_AWAIT", "1", 1);
 	for (i = 0; i < nclients; i++)
 	{
 		cl[i].id = i;
@@ -784,7 +806,7 @@ measure(bench_sys sys, int nclients, bench_scen scen)
 		cl[i].scen = scen;
 		snprintf(cl[i].owner, sizeof(cl[i].owner), "bench-%d", i);
 		cl[i].seed = (unsigned int) (i * 7919 + 17);
-		if (sys == SYS_LIBRARY)
+		if (is_library(sys))
 		{
 			char	   *err = NULL;
 
@@ -946,6 +968,7 @@ measure(bench_sys sys, int nclients, bench_scen scen)
 			PQfinish(cl[i].pg);
 		free(cl[i].lat);
 	}
+	unsetenv("LOCKQC_NO_AWAIT");
 	if (count_wal && total > 0)
 		r.wal_per_op = (double) (wal_flushes() - wal0) / total;
 	pthread_barrier_destroy(&ready_barrier);
@@ -1430,7 +1453,7 @@ int
 main(int argc, char **argv)
 {
 	static const bench_sys three[] = {SYS_ADVISORY, SYS_LOCKQ, SYS_LEASED};
-	static const bench_sys lib[] = {SYS_ADVISORY, SYS_LIBRARY};
+	static const bench_sys lib[] = {SYS_ADVISORY, SYS_LIBRARY, SYS_LIBNOTIFY};
 	static const bench_sys scaled[] = {SYS_ADVISORY, SYS_LEASED};
 	static const bench_sys durable[] = {SYS_PGBENCH, SYS_LEASED};
 	const char *only = NULL;
@@ -1476,6 +1499,8 @@ main(int argc, char **argv)
 				prof_sys = SYS_ADVISORY;
 			else if (strcmp(argv[i], "liblockq") == 0)
 				prof_sys = SYS_LIBRARY;
+			else if (strcmp(argv[i], "libnotify") == 0)
+				prof_sys = SYS_LIBNOTIFY;
 			else if (strcmp(argv[i], "leased") == 0)
 				prof_sys = SYS_LEASED;
 			else
@@ -1483,7 +1508,7 @@ main(int argc, char **argv)
 		}
 		else if (argv[i][0] == '-')
 		{
-			fprintf(stderr, "usage: %s [--quick] [--rounds N] [--seconds S] [--only LIST] [--data FILE] [--pgbench PATH] [--fsync-us US] [--profile CLIENTS [--system advisory|session|leased|liblockq]] CONNINFO\n", argv[0]);
+			fprintf(stderr, "usage: %s [--quick] [--rounds N] [--seconds S] [--only LIST] [--data FILE] [--pgbench PATH] [--fsync-us US] [--profile CLIENTS [--system advisory|session|leased|liblockq|libnotify]] CONNINFO\n", argv[0]);
 			return 2;
 		}
 		else
@@ -1547,7 +1572,7 @@ main(int argc, char **argv)
 			run_point("scaling", scale[i], SCEN_OWNKEY, scaled, 2, res);
 	if (wanted(only, "library"))
 		for (i = 0; i < sizeof(libc) / sizeof(libc[0]); i++)
-			run_point("library", libc[i], SCEN_CONTENDED, lib, 2, res);
+			run_point("library", libc[i], SCEN_CONTENDED, lib, 3, res);
 	if (wanted(only, "expiry"))
 	{
 		run_expiry(quick ? 10 : 30, &exp50, &exp99);

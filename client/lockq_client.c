@@ -66,6 +66,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/random.h>
 #include <sys/syscall.h>
 #include <sys/timerfd.h>
@@ -125,6 +126,8 @@ enum
 	SQL_RELEASE,
 	SQL_RENEW,
 	SQL_HOLDS,
+	SQL_AWAIT,
+	SQL_ENQUEUE_WAIT,
 	SQL_COUNT
 };
 
@@ -136,6 +139,8 @@ static const char *const lqc_sql_fmt[SQL_COUNT] = {
 	[SQL_RELEASE] = "SELECT %s.lockq_release($1, $2, $3::pg_catalog.int8)",
 	[SQL_RENEW] = "SELECT %s.lockq_renew($1, $2, $3::pg_catalog.int8, $4::pg_catalog.interval)",
 	[SQL_HOLDS] = "SELECT %s.lockq_holds($1, $2::pg_catalog.int8)",
+	[SQL_AWAIT] = "SELECT %s.lockq_await($1, $2, $3::pg_catalog.interval)",
+	[SQL_ENQUEUE_WAIT] = "SELECT %s.lockq_enqueue($1, $2, $3::pg_catalog.interval, $4, $5::pg_catalog.interval, $6::pg_catalog.interval)",
 };
 
 /* Jobs of the I/O thread: one statement each. */
@@ -150,8 +155,23 @@ enum
 	JOB_CANCEL,
 	JOB_HEARTBEAT,
 	JOB_RENEW,
-	JOB_HOLDS
+	JOB_HOLDS,
+	JOB_AWAIT					/* a wait in the backend (lockq_await) */
 };
+
+/*
+ * A cancel of a lockq_await in flight, sent by a thread of its own because
+ * PQcancel blocks (PostgreSQL 15's libpq has no other).  It touches nothing
+ * of the connection: it says it is done through its own eventfd, which the
+ * I/O thread polls, and the last of the two threads frees it.
+ */
+typedef struct lqc_canceller
+{
+	PGcancel   *cancel;
+	int			efd;
+	_Atomic bool done;
+	_Atomic int refs;
+} lqc_canceller;
 
 /* Connection states (I/O thread). */
 enum
@@ -237,6 +257,9 @@ struct lockqc_conn
 	int64_t		conn_deadline;
 	int			setup_step;
 	char	   *sql[SQL_COUNT];
+	bool		no_await;		/* LOCKQC_NO_AWAIT=1 at lockqc_connect */
+	bool		use_await;		/* lockq_await: extension 1.2 or later, and
+								 * a direct connection (not a pooler) */
 	char		sqlstate[6];
 	char		errmsg[LQC_ERRLEN];
 	lockqc_handle *handles;
@@ -252,6 +275,9 @@ struct lockqc_conn
 	lockqc_handle *inflight_h;
 	int			inflight_op;
 	int64_t		inflight_sent;
+	int64_t		inflight_wait_ms;	/* JOB_AWAIT: its timeout */
+	bool		inflight_cancelled; /* ... and a cancel was sent for it */
+	lqc_canceller *canceller;	/* that cancel, until it is done */
 	PGresult   *inflight_res;
 	bool		want_write;
 	pthread_t	io_thread;
@@ -261,6 +287,10 @@ struct lockqc_conn
 	bool		tstop;
 	bool		timer_frees;	/* lockqc_disconnect ran in a callback */
 	lockqc_handle *armed;
+	int64_t		timer_at;		/* the timer thread sleeps until then (it
+								 * looks at every armed lease when it
+								 * wakes): only an earlier deadline needs
+								 * to wake it */
 	int			tfd;			/* timerfd on CLOCK_BOOTTIME */
 	int			twake[2];
 	pthread_t	timer_thread;
@@ -833,14 +863,18 @@ lqc_interval(char *buf, size_t len, int64_t ms)
 static void
 lqc_granted(lockqc_conn *c, lockqc_handle *h, int64_t token, int64_t sent)
 {
+	bool		poke;
+
 	h->token = token;
 	h->next_renew = sent + h->ttl_ms / 3;
 	atomic_store(&h->deadline, sent + h->ttl_ms);
 	atomic_store(&h->state, LQC_HELD);
 	pthread_mutex_lock(&c->tmu);
 	lqc_arm_locked(c, h);
+	poke = sent + h->ttl_ms < c->timer_at;
 	pthread_mutex_unlock(&c->tmu);
-	lqc_tpoke(c);
+	if (poke)
+		lqc_tpoke(c);
 	pthread_cond_broadcast(&h->cv);
 }
 
@@ -949,6 +983,7 @@ lqc_timer_main(void *arg)
 			else
 				next = lqc_min(next, d);
 		}
+		c->timer_at = fire != NULL ? 0 : next;
 		pthread_mutex_unlock(&c->tmu);
 		if (fire != NULL)
 		{
@@ -1175,6 +1210,98 @@ lqc_start_connect(lockqc_conn *c)
 
 static void lqc_connect_failed(lockqc_conn *c, const char *why);
 
+static void
+lqc_canceller_unref(lqc_canceller *k)
+{
+	if (atomic_fetch_sub(&k->refs, 1) == 1)
+	{
+		PQfreeCancel(k->cancel);
+		close(k->efd);
+		free(k);
+	}
+}
+
+static void *
+lqc_cancel_main(void *arg)
+{
+	lqc_canceller *k = arg;
+	char		err[256];
+	uint64_t	one = 1;
+	ssize_t		rc;
+
+	(void) PQcancel(k->cancel, err, sizeof(err));
+	atomic_store(&k->done, true);
+	do
+		rc = write(k->efd, &one, sizeof(one));
+	while (rc < 0 && errno == EINTR);
+	lqc_canceller_unref(k);
+	return NULL;
+}
+
+/*
+ * lqc_cancel_await asks the server to end the lockq_await in flight (I/O
+ * thread, c->mu held) because something else must be sent.  Nothing is
+ * sent until the cancel is done (c->canceller is NULL again): a cancel that
+ * reached the backend late would hit the next statement.  When no thread
+ * can be started, the await ends at its own timeout.
+ */
+static void
+lqc_cancel_await(lockqc_conn *c)
+{
+	lqc_canceller *k = calloc(1, sizeof(*k));
+	pthread_attr_t attr;
+	pthread_t	t;
+	bool		ok = false;
+
+	c->inflight_cancelled = true;
+	if (k == NULL)
+		return;
+	k->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	k->cancel = PQgetCancel(c->pg);
+	atomic_init(&k->done, false);
+	atomic_init(&k->refs, 2);
+	if (k->efd >= 0 && k->cancel != NULL && pthread_attr_init(&attr) == 0)
+	{
+		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+		ok = (pthread_create(&t, &attr, lqc_cancel_main, k) == 0);
+		pthread_attr_destroy(&attr);
+	}
+	if (!ok)
+	{
+		if (k->cancel != NULL)
+			PQfreeCancel(k->cancel);
+		if (k->efd >= 0)
+			close(k->efd);
+		free(k);
+		return;
+	}
+	c->canceller = k;
+}
+
+/*
+ * lqc_forget_inflight forgets the statement in flight and a cancel sent for
+ * it (c->mu held): the connection it was on is gone.  The cancel's thread
+ * finishes on its own.
+ */
+static void
+lqc_forget_inflight(lockqc_conn *c)
+{
+	if (c->inflight_res != NULL)
+	{
+		PQclear(c->inflight_res);
+		c->inflight_res = NULL;
+	}
+	if (c->inflight_h != NULL)
+		lqc_unref(c->inflight_h);
+	c->inflight_h = NULL;
+	c->inflight = JOB_NONE;
+	c->inflight_cancelled = false;
+	if (c->canceller != NULL)
+		lqc_canceller_unref(c->canceller);
+	c->canceller = NULL;
+	c->want_write = false;
+}
+
 /*
  * lqc_break drops the connection (I/O thread, c->mu held): closed without
  * waiting (the socket is non-blocking), the statement in flight abandoned
@@ -1197,16 +1324,7 @@ lqc_break(lockqc_conn *c, const char *why)
 		PQfinish(c->pg);
 		c->pg = NULL;
 	}
-	if (c->inflight_res != NULL)
-	{
-		PQclear(c->inflight_res);
-		c->inflight_res = NULL;
-	}
-	if (c->inflight_h != NULL)
-		lqc_unref(c->inflight_h);
-	c->inflight_h = NULL;
-	c->inflight = JOB_NONE;
-	c->want_write = false;
+	lqc_forget_inflight(c);
 	if (c->cstate == CS_READY)
 	{
 		c->down_since = now;
@@ -1233,13 +1351,7 @@ lqc_connect_failed(lockqc_conn *c, const char *why)
 		PQfinish(c->pg);
 		c->pg = NULL;
 	}
-	if (c->inflight_res != NULL)
-	{
-		PQclear(c->inflight_res);
-		c->inflight_res = NULL;
-	}
-	c->inflight = JOB_NONE;
-	c->want_write = false;
+	lqc_forget_inflight(c);
 	c->cstate = CS_DOWN;
 	if (c->nhosts > 1 && c->host_idx + 1 < c->nhosts)
 	{
@@ -1356,6 +1468,32 @@ lqc_shares_owner(lockqc_conn *c, lockqc_handle *h)
 }
 
 /*
+ * lqc_may_await: may h, the application's request for it included, wait
+ * in the backend (c->mu held)?  Only the connection's single handle does
+ * (see lqc_scan), and only where lockq_await may be used.
+ */
+static bool
+lqc_may_await(const lockqc_conn *c, const lockqc_handle *h)
+{
+	return c->use_await && !c->stop && c->handles == h && h->next == NULL &&
+		!h->zombie;
+}
+
+/*
+ * lqc_await_ms: how long one lockq_await of h may wait.  A third of the
+ * heartbeat interval, as for heartbeats, so that a stalled connection is
+ * noticed as soon; and at most a third of the ttl, because the local lease
+ * of a grant is counted from when the await was sent (the grant came
+ * later, but when is not known), and the renewal is due a third of the
+ * ttl after that.
+ */
+static int64_t
+lqc_await_ms(const lockqc_handle *h)
+{
+	return lqc_max(lqc_min(h->heartbeat_ms, h->ttl_ms) / 3, 100);
+}
+
+/*
  * lqc_send sends one statement (I/O thread, c->mu held).  h, if any, gets
  * a reference for as long as the statement is in flight.
  */
@@ -1377,6 +1515,8 @@ lqc_send(lockqc_conn *c, int job, lockqc_handle *h, const char *sql,
 	c->inflight_h = h;
 	c->inflight_op = h ? h->op : OP_NONE;
 	c->inflight_sent = lqc_now();
+	c->inflight_wait_ms = 0;
+	c->inflight_cancelled = false;
 	if (h != NULL)
 		atomic_fetch_add(&h->refs, 1);
 	f = PQflush(c->pg);
@@ -1400,13 +1540,14 @@ lqc_send_job(lockqc_conn *c, int job, lockqc_handle *h)
 	char		ttl[64];
 	char		hb[64];
 	char		tok[32];
-	const char *params[5];
+	const char *params[6];
 
 	if (job == JOB_SETUP)
 	{
 		lqc_send(c, job, NULL,
 				 "SELECT pg_catalog.set_config('search_path', '', false), "
-				 LOCKQC_SCHEMA_SQL ", " LOCKQC_EXTVERSION_SQL,
+				 LOCKQC_SCHEMA_SQL ", " LOCKQC_EXTVERSION_SQL
+				 ", pg_catalog.pg_backend_pid()",
 				 0, NULL);
 		return;
 	}
@@ -1441,7 +1582,19 @@ lqc_send_job(lockqc_conn *c, int job, lockqc_handle *h)
 			h->notified = false;
 			h->sent = true;
 			h->last_sent = lqc_now();
-			lqc_send(c, job, h, c->sql[SQL_ENQUEUE], 5, params);
+			if (lqc_may_await(c, h))
+			{
+				/* queued, it waits in the backend at once (lockq_await) */
+				char		wait[64];
+				int64_t		ms = lqc_await_ms(h);
+
+				lqc_interval(wait, sizeof(wait), ms);
+				params[5] = wait;
+				lqc_send(c, job, h, c->sql[SQL_ENQUEUE_WAIT], 6, params);
+				c->inflight_wait_ms = ms;
+			}
+			else
+				lqc_send(c, job, h, c->sql[SQL_ENQUEUE], 5, params);
 			break;
 		case JOB_TRY:
 			params[2] = ttl;
@@ -1471,7 +1624,41 @@ lqc_send_job(lockqc_conn *c, int job, lockqc_handle *h)
 			params[1] = tok;
 			lqc_send(c, job, h, c->sql[SQL_HOLDS], 2, params);
 			break;
+		case JOB_AWAIT:
+			{
+				char		wait[64];
+				int64_t		ms = lqc_await_ms(h);
+
+				lqc_interval(wait, sizeof(wait), ms);
+				params[2] = wait;
+				h->notified = false;
+				h->last_sent = lqc_now();
+				lqc_send(c, job, h, c->sql[SQL_AWAIT], 3, params);
+				c->inflight_wait_ms = ms;
+			}
+			break;
 	}
+}
+
+/*
+ * lqc_await_usable: may waits on this connection use lockq_await?  The
+ * extension must have it (1.2), and the backend that answered must be the
+ * one the connection was opened to: behind a pooler (whose cancel key is
+ * its own) an await would pin a pooled server connection, and a cancel
+ * could reach a statement of another client.  LOCKQC_NO_AWAIT=1 in the
+ * environment turns it off (tests of the NOTIFY path).
+ */
+static bool
+lqc_await_usable(lockqc_conn *c, const PGresult *res)
+{
+	long		major,
+				minor;
+
+	if (c->no_await ||
+		!lqc_parse_version(PQgetvalue(res, 0, 2), &major, &minor) ||
+		(major == 1 && minor < 2) || major < 1)
+		return false;
+	return strtol(PQgetvalue(res, 0, 3), NULL, 10) == PQbackendPID(c->pg);
 }
 
 /*
@@ -1529,6 +1716,7 @@ lqc_setup_done(lockqc_conn *c, int job, PGresult *res, bool ok)
 				lqc_connect_failed(c, "out of memory");
 				return;
 			}
+		c->use_await = lqc_await_usable(c, res);
 		c->setup_step = 1;
 	}
 	else
@@ -1582,6 +1770,8 @@ lqc_job_done(lockqc_conn *c, PGresult *res, bool ok)
 		case JOB_ENQUEUE:
 			if (!current || h->zombie)
 				break;
+			if (!ok && c->inflight_cancelled && strcmp(state, "57014") == 0)
+				break;			/* we cancelled its wait: enqueue again */
 			h->op = OP_NONE;
 			if (!ok)
 			{
@@ -1618,12 +1808,21 @@ lqc_job_done(lockqc_conn *c, PGresult *res, bool ok)
 			}
 			break;
 		case JOB_HEARTBEAT:
+		case JOB_AWAIT:
 			if (h->zombie || atomic_load(&h->state) != LQC_WAITING)
 				break;
 			if (ok && v != NULL)
 				lqc_granted(c, h, strtoll(v, NULL, 10), sent);
+			else if (ok && job == JOB_AWAIT)
+			{
+				/* it ended as a heartbeat: the next await follows at once */
+				h->next_heartbeat = lqc_now() + h->heartbeat_ms / 3;
+				h->notified = false;
+			}
 			else if (ok)
 				lqc_schedule_heartbeat(h, sent);
+			else if (job == JOB_AWAIT && strcmp(state, "57014") == 0)
+				h->next_heartbeat = 0;	/* we cancelled it: ask at once */
 			else if (strcmp(state, "55000") == 0)
 			{
 				h->sent = false;
@@ -1760,13 +1959,14 @@ lqc_collect(lockqc_conn *c)
  */
 static int
 lqc_scan(lockqc_conn *c, int64_t now, int64_t *next, int64_t *stall,
-		 lockqc_handle **jh)
+		 lockqc_handle **jh, bool *pending)
 {
 	static const int op_job[] = {
 		[OP_NONE] = JOB_NONE, [OP_ENQUEUE] = JOB_ENQUEUE, [OP_TRY] = JOB_TRY,
 		[OP_RELEASE] = JOB_RELEASE, [OP_CANCEL] = JOB_CANCEL
 	};
-	bool		pick = (c->cstate == CS_READY && c->inflight == JOB_NONE);
+	bool		pick = (c->cstate == CS_READY && c->inflight == JOB_NONE &&
+						c->canceller == NULL);
 	int			best = JOB_NONE;
 	int			best_prio = 99;
 	lockqc_handle *h;
@@ -1837,7 +2037,9 @@ lqc_scan(lockqc_conn *c, int64_t now, int64_t *next, int64_t *stall,
 		else if (st == LQC_WAITING)
 		{
 			*stall = lqc_min(*stall, h->heartbeat_ms / 3);
-			if (now >= h->next_heartbeat)
+			if (c->inflight == JOB_AWAIT && c->inflight_h == h)
+				;				/* the await in flight is its heartbeat */
+			else if (now >= h->next_heartbeat)
 			{
 				job = JOB_HEARTBEAT;
 				prio = 3;
@@ -1845,12 +2047,30 @@ lqc_scan(lockqc_conn *c, int64_t now, int64_t *next, int64_t *stall,
 			else
 				*next = lqc_min(*next, h->next_heartbeat);
 		}
+		/* (the request in flight is not waiting to be sent) */
+		if (job != JOB_NONE &&
+			!(h == c->inflight_h && h->op != OP_NONE && h->op == c->inflight_op))
+			*pending = true;
 		if (pick && job != JOB_NONE && prio < best_prio)
 		{
 			best = job;
 			best_prio = prio;
 			*jh = h;
 		}
+	}
+
+	/*
+	 * Nothing else to send, and a single wait on the connection: it waits
+	 * in the backend (lockq_await), woken by its grant alone.  With more
+	 * handles it stays on NOTIFY and heartbeats, which can interleave with
+	 * their statements.
+	 */
+	h = c->handles;
+	if (pick && best == JOB_NONE && h != NULL && lqc_may_await(c, h) &&
+		h->op == OP_NONE && atomic_load(&h->state) == LQC_WAITING)
+	{
+		best = JOB_AWAIT;
+		*jh = h;
 	}
 	return best;
 }
@@ -1874,9 +2094,11 @@ lqc_io_main(void *arg)
 		int64_t		stall = c->io_timeout_ms;
 		lockqc_handle *jh = NULL;
 		int			job;
-		struct pollfd fds[2];
+		bool		pending = false;
+		struct pollfd fds[3];
 		int			nfds = 1;
 		int			sock = -1;
+		int			cfd = -1;
 
 		if (c->stop)
 		{
@@ -1920,15 +2142,18 @@ lqc_io_main(void *arg)
 		}
 
 		/* the next statement, and the times things fall due */
-		job = lqc_scan(c, now, &next, &stall, &jh);
+		job = lqc_scan(c, now, &next, &stall, &jh, &pending);
 		if (job != JOB_NONE)
 		{
 			lqc_send_job(c, job, jh);
 			continue;
 		}
+		if (c->inflight != JOB_NONE && c->inflight_wait_ms > 0 &&
+			!c->inflight_cancelled && (pending || c->stop))
+			lqc_cancel_await(c);
 		if (c->inflight != JOB_NONE)
 		{
-			stall = lqc_max(stall, LQC_MIN_STALL_MS);
+			stall = lqc_max(stall, LQC_MIN_STALL_MS) + c->inflight_wait_ms;
 			if (now - c->inflight_sent >= stall)
 			{
 				char		msg[128];
@@ -1974,10 +2199,24 @@ lqc_io_main(void *arg)
 				fds[1].events = POLLIN | (c->want_write ? POLLOUT : 0);
 			nfds = 2;
 		}
+		if (c->canceller != NULL && nfds == 2)
+		{
+			cfd = nfds;
+			fds[cfd].fd = c->canceller->efd;
+			fds[cfd].events = POLLIN;
+			fds[cfd].revents = 0;
+			nfds++;
+		}
 		pthread_mutex_unlock(&c->mu);
 		now = lqc_now();
 		(void) poll(fds, nfds, next > now ? (int) lqc_min(next - now, 60000) : 0);
 		lqc_drain(c->wake[0]);
+		if (cfd >= 0 && atomic_load(&c->canceller->done))
+		{
+			/* only this thread changes c->canceller */
+			lqc_canceller_unref(c->canceller);
+			c->canceller = NULL;
+		}
 		if (c->cstate == CS_CONNECTING && nfds == 2 && fds[1].revents != 0)
 		{
 			/* only this thread changes cstate and pg: safe without c->mu */
@@ -2006,13 +2245,7 @@ lqc_io_main(void *arg)
 		if ((c->cstate == CS_SETUP || c->cstate == CS_READY) && c->pg != NULL)
 			lqc_collect(c);
 	}
-	if (c->inflight_h != NULL)
-		lqc_unref(c->inflight_h);
-	c->inflight_h = NULL;
-	c->inflight = JOB_NONE;
-	if (c->inflight_res != NULL)
-		PQclear(c->inflight_res);
-	c->inflight_res = NULL;
+	lqc_forget_inflight(c);
 	if (c->pg != NULL)
 		PQfinish(c->pg);
 	c->pg = NULL;
@@ -2092,6 +2325,11 @@ lockqc_connect(const char *conninfo, char **errmsg)
 	}
 	c->wake[0] = c->wake[1] = c->twake[0] = c->twake[1] = -1;
 	atomic_init(&c->wake_all, false);
+	{
+		const char *na = getenv("LOCKQC_NO_AWAIT");
+
+		c->no_await = (na != NULL && strcmp(na, "1") == 0);
+	}
 	pthread_mutex_init(&c->mu, NULL);
 	pthread_mutex_init(&c->tmu, NULL);
 	lqc_init_cond(&c->ccv);

@@ -132,12 +132,13 @@ COMMENT ON FUNCTION lockq.lockq_now() IS
 CREATE FUNCTION lockq.lockq_enqueue(lock_id text, owner text,
 							  ttl interval DEFAULT '30 seconds',
 							  channel text DEFAULT NULL,
-							  heartbeat interval DEFAULT NULL)
+							  heartbeat interval DEFAULT NULL,
+							  wait interval DEFAULT NULL)
 RETURNS bigint
 AS 'MODULE_PATHNAME', 'lockq_enqueue'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
-COMMENT ON FUNCTION lockq.lockq_enqueue(text, text, interval, text, interval) IS
-'Queues a client-side waiter without blocking: the token if granted at once, else NULL; the grant is announced by NOTIFY on channel. The waiter must call lockq_heartbeat at least every heartbeat interval (default lockq.waiter_timeout).';
+COMMENT ON FUNCTION lockq.lockq_enqueue(text, text, interval, text, interval, interval) IS
+'Queues a client-side waiter: the token if granted at once, else NULL; the grant is announced by NOTIFY on channel. The waiter must call lockq_heartbeat at least every heartbeat interval (default lockq.waiter_timeout). With wait, a queued waiter is waited for as by lockq_await, that long at most.';
 
 CREATE FUNCTION lockq.lockq_heartbeat(lock_id text, owner text)
 RETURNS bigint

@@ -78,3 +78,18 @@ SELECT expires - acquired > interval '59 minutes' AS full_lease FROM lockq_locks
 SELECT lockq_cancel('aw', 'w2') AS w2_withdrawn;
 SELECT lockq_release('aw', 'w1');
 SELECT count(*) AS locks FROM lockq_locks WHERE lock_id = 'aw';
+-- lockq_enqueue with a wait: queue, then wait as lockq_await does, in one
+-- call (the wake-up: specs/lockq_await.spec)
+SELECT lockq_try('ew', 'h') AS tokh \gset
+SELECT lockq_enqueue('ew', 'e1', '1 hour', NULL, '5 seconds', '100 ms') IS NULL AS e1_queued;
+SELECT lockq_enqueue('ew', 'e2', '1 hour', NULL, '5 seconds', '100 ms') IS NULL AS e2_queued;
+SELECT lockq_enqueue('ew', 'e1', '1 hour', NULL, '5 seconds', '100 ms') IS NULL AS e1_again;
+SELECT owner, position, kind FROM lockq_waiters WHERE lock_id = 'ew';
+SELECT lq_err($$SELECT lockq_enqueue('ew', 'e3', '1 hour', NULL, NULL, '0 s')$$);
+SELECT lq_err($$SELECT lockq_enqueue('ew', 'e3', '1 hour', NULL, NULL, '-1 s')$$);
+SELECT count(*) AS waiters FROM lockq_waiters WHERE lock_id = 'ew';
+SELECT lockq_enqueue('ew-free', 'e4', '1 hour', NULL, NULL, '1 s') > 0 AS granted_at_once;
+SELECT lockq_release('ew-free', 'e4');
+SELECT lockq_cancel('ew', 'e1') AND lockq_cancel('ew', 'e2') AS withdrawn;
+SELECT lockq_release('ew', 'h', :tokh);
+SELECT count(*) AS left_behind FROM lockq_waiters WHERE lock_id LIKE 'ew%';

@@ -1019,12 +1019,13 @@ lockq_holds(PG_FUNCTION_ARGS)
 }
 
 /*
- * lockq_enqueue(lock_id, owner, ttl, channel, heartbeat) queues a
+ * lockq_enqueue(lock_id, owner, ttl, channel, heartbeat, wait) queues a
  * client-side waiter without blocking: the token when the lock is granted
  * at once (or already held by this owner), NULL once queued.  The grant is
  * later announced by NOTIFY on channel; the waiter must call lockq_heartbeat
  * (or lockq_enqueue again) at least every heartbeat interval or it is
- * dropped.
+ * dropped.  With a wait (1.2), a queued waiter is then waited for here as
+ * lockq_await does, for at most that long: the token if granted meanwhile.
  */
 Datum
 lockq_enqueue(PG_FUNCTION_ARGS)
@@ -1050,6 +1051,18 @@ lockq_enqueue(PG_FUNCTION_ARGS)
 					 errmsg("heartbeat must be between 100 milliseconds and %d seconds",
 							lockq_max_ttl),
 					 errhint("The upper limit is set by \"lockq.max_ttl\".")));
+	}
+	/* 1.2: wait (the SQL definition of 1.1 has no such argument) */
+	if (PG_NARGS() > 5 && !PG_ARGISNULL(5))
+	{
+		int64		wait = lq_interval_us(PG_GETARG_INTERVAL_P(5), "wait");
+
+		if (wait <= 0 || wait > LQ_MAX_TIMEOUT_US)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("wait must be positive and at most 366 days"),
+					 errhint("Pass NULL not to wait; a wait longer than the heartbeat interval ends at it.")));
+		req.deadline = lq_clock_peek() + wait;
 	}
 
 	res = lq_call(&req);

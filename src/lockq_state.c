@@ -232,6 +232,8 @@ static void lq_end_grant(LqLock *lock, LqEndReason why, int64 now);
 static void lq_slot_set_queued(int slotno, int64 ts);
 static void lq_finish_end(LqLock *lock, int64 now);
 static void lq_grant_next(LqLock *lock, int64 now);
+static void lq_await_attach(LqWaiter *w, int slotno, uint64 reqid,
+							const LqRequest *req, int64 now);
 
 /*
  * Timers.  pairingheap is a max-heap, so the comparator is reversed to put
@@ -1536,7 +1538,9 @@ lq_refresh_waiter(LqWaiter *w, const LqRequest *req, int64 now)
 
 /*
  * lq_apply_enqueue: lockq_enqueue queues a client-side waiter without
- * blocking anyone; calling it again while queued is a heartbeat.
+ * blocking anyone; calling it again while queued is a heartbeat.  With a
+ * wait (req->deadline), the session then waits for the grant as
+ * lockq_await does: one request where a client would make two.
  */
 static void
 lq_apply_enqueue(int slotno, uint64 reqid, const LqRequest *req, int64 now)
@@ -1560,22 +1564,22 @@ lq_apply_enqueue(int slotno, uint64 reqid, const LqRequest *req, int64 now)
 		return;
 	}
 	if (w != NULL)
-	{
 		lq_refresh_waiter(w, req, now);
-		lq_reply(slotno, reqid, LQ_ST_QUEUED, 0, false);
-		return;
-	}
-	if (lq_grant_or_refuse(slotno, reqid, req, lock, now))
-		return;
+	else
 	{
 		LqWaiterSpec spec = {.owner = req->owner, .client = true,
 		.ttl = req->ttl_us, .heartbeat = req->wait_ttl_us, .role = req->role,
 		.channel = req->channel, .slotno = -1};
 
+		if (lq_grant_or_refuse(slotno, reqid, req, lock, now))
+			return;
 		w = lq_waiter_create(lock, &spec);
+		lq_timer_arm(&w->timer, now + w->heartbeat);
 	}
-	lq_timer_arm(&w->timer, now + w->heartbeat);
-	lq_reply(slotno, reqid, LQ_ST_QUEUED, 0, false);
+	if (req->deadline > 0)
+		lq_await_attach(w, slotno, reqid, req, now);	/* with a wait */
+	else
+		lq_reply(slotno, reqid, LQ_ST_QUEUED, 0, false);
 }
 
 /*
@@ -1638,10 +1642,23 @@ static void
 lq_apply_await(int slotno, uint64 reqid, const LqRequest *req, int64 now)
 {
 	LqWaiter   *w = lq_client_waiter(slotno, reqid, req, now);
+
+	if (w != NULL)
+		lq_await_attach(w, slotno, reqid, req, now);
+}
+
+/*
+ * lq_await_attach makes the session of slotno wait for client waiter w
+ * until req->deadline, at most one heartbeat interval (lockq_await, or
+ * lockq_enqueue with a wait), or answers "still queued" at once when that
+ * is past.  A session already waiting for w is answered "still queued".
+ */
+static void
+lq_await_attach(LqWaiter *w, int slotno, uint64 reqid, const LqRequest *req,
+				int64 now)
+{
 	int64		until;
 
-	if (w == NULL)
-		return;
 	lq_await_end(w, true, now);
 	until = now + w->heartbeat;
 	if (req->deadline > 0 && req->deadline < until)

@@ -23,8 +23,9 @@
  *	sess	the same with owner NULL (session-bound grants), and now and then
  *			it closes its session on purpose;
  *	cw		a client-side waiter: lockq_enqueue (channel NULL, a 2 s
- *			heartbeat interval), lockq_heartbeat until granted, lockq_cancel
- *			when it gives up; once granted, as "own";
+ *			heartbeat interval; half of them with a wait in the backend),
+ *			lockq_heartbeat or lockq_await (with a timeout) until granted,
+ *			lockq_cancel when it gives up; once granted, as "own";
  *	lib		liblockq: lockqc_lock / lockqc_trylock with an owner name of its
  *			own, lockqc_held, fenced writes with lockqc_token on a second
  *			(plain libpq) connection, lockqc_unlock.
@@ -945,9 +946,11 @@ op_enqueue(Worker *w)
 	char		lock[16],
 				owner[NAMELEN],
 				ttl[40],
-				hb[40];
+				hb[40],
+				wait[40];
 	int			ttl_ms = pick_ttl(w);
-	const char *params[4];
+	bool		waits = rnd_range(w, 0, 1) == 1;
+	const char *params[5];
 	Op			op;
 	Res			res;
 
@@ -955,13 +958,17 @@ op_enqueue(Worker *w)
 	new_owner(w, owner);
 	fmt_ms(ttl, sizeof(ttl), ttl_ms);
 	fmt_ms(hb, sizeof(hb), HEARTBEAT_MS);
+	fmt_ms(wait, sizeof(wait), rnd_range(w, 50, 500));
 	params[0] = lock;
 	params[1] = owner;
 	params[2] = ttl;
 	params[3] = hb;
+	params[4] = wait;
 	op_begin(w, &op, "enqueue", lock, owner, ttl_ms, 0);
-	sql_exec(w->pg, "SELECT lockq_enqueue($1, $2, $3::interval, NULL, $4::interval)",
-			 4, params, &res);
+	sql_exec(w->pg, waits ?
+			 "SELECT lockq_enqueue($1, $2, $3::interval, NULL, $4::interval, $5::interval)" :
+			 "SELECT lockq_enqueue($1, $2, $3::interval, NULL, $4::interval)",
+			 waits ? 5 : 4, params, &res);
 	if (res.kind == RES_OK && res_null(&res))
 	{
 		op_end(w, &op, res.t_done, "ok", 0, "null", NULL);
@@ -983,16 +990,27 @@ op_enqueue(Worker *w)
 	res_done(w, &res);
 }
 
-/* op_heartbeat keeps the wait alive and learns of its grant. */
+/*
+ * op_heartbeat keeps the wait alive and learns of its grant: with
+ * lockq_heartbeat, or half the time with lockq_await, which also waits in
+ * the backend for the grant (the checker reads "await" as a heartbeat that
+ * may take longer).
+ */
 static void
 op_heartbeat(Worker *w)
 {
-	const char *params[2] = {w->lock, w->owner};
+	char		wait[40];
+	const char *params[3] = {w->lock, w->owner, wait};
+	bool		waits = rnd_range(w, 0, 1) == 1;
 	Op			op;
 	Res			res;
 
-	op_begin(w, &op, "heartbeat", w->lock, w->owner, w->ttl_ms, 0);
-	sql_exec(w->pg, "SELECT lockq_heartbeat($1, $2)", 2, params, &res);
+	fmt_ms(wait, sizeof(wait), rnd_range(w, 50, 500));
+	op_begin(w, &op, waits ? "await" : "heartbeat", w->lock, w->owner, w->ttl_ms, 0);
+	if (waits)
+		sql_exec(w->pg, "SELECT lockq_await($1, $2, $3::interval)", 3, params, &res);
+	else
+		sql_exec(w->pg, "SELECT lockq_heartbeat($1, $2)", 2, params, &res);
 	if (res.kind == RES_OK && res_null(&res))
 		op_end(w, &op, res.t_done, "ok", 0, "null", NULL);
 	else if (res.kind == RES_OK)

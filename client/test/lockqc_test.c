@@ -625,6 +625,87 @@ scenario_handoff(void)
 	check(now_ms() - t0 < 30000, "in %" PRId64 " ms", now_ms() - t0);
 }
 
+/*
+ * A single wait on a connection waits in the backend (lockq_await, 1.2),
+ * woken by its grant alone.  Another request on the same connection
+ * cancels that await at once and goes through, and the wait keeps its
+ * place and carries on with NOTIFY and heartbeats; alone again, it waits
+ * in the backend again.  A wait given up while it awaits is withdrawn.
+ * (With LOCKQC_NO_AWAIT=1 the library never awaits: the TAP script runs
+ * this scenario with it set and checks only the NOTIFY path's results.)
+ */
+typedef struct aw_arg
+{
+	lockqc_conn *c;
+	int			rc;
+} aw_arg;
+
+static void *
+await_main(void *p)
+{
+	aw_arg	   *a = p;
+	lockqc_handle *h;
+
+	a->rc = lockqc_lock(a->c, "AW", NULL, &h);
+	if (a->rc == LOCKQC_OK)
+		lockqc_unlock(h);
+	return NULL;
+}
+
+static void
+scenario_await(void)
+{
+	static const char awaiting[] =
+		"SELECT count(*) FROM pg_stat_activity WHERE application_name = 'lockqc_test'"
+		" AND state = 'active' AND query LIKE '%lockq_await%' AND $1 = $1";
+	bool		notify_only = getenv("LOCKQC_NO_AWAIT") != NULL;
+	const char *expect = notify_only ? "0" : "1";
+	lockqc_conn *c = connect_or_die();
+	PGconn	   *m = monitor();
+	aw_arg		a = {c, -1};
+	pthread_t	th;
+	lockqc_handle *h2;
+	lockqc_opts o;
+	int64_t		t0;
+	int			rc;
+
+	q(m, "SELECT lockq_try('AW', 'holder', '1 hour')", NULL, NULL, NULL);
+	pthread_create(&th, NULL, await_main, &a);
+	check(wait_until(m, "SELECT count(*) FROM lockq_waiters WHERE lock_id = $1", "AW", "1"),
+		  "the wait is queued");
+	check(wait_until(m, awaiting, "x", expect),
+		  notify_only ? "told not to, it does not wait in the backend" :
+		  "a single wait on the connection waits in the backend");
+
+	t0 = now_ms();
+	rc = lockqc_trylock(c, "AW2", NULL, &h2);
+	check(rc == LOCKQC_OK, "another request on that connection goes through (%s)",
+		  lockqc_status_str(rc));
+	check(now_ms() - t0 < 1000, "at once: %" PRId64 " ms", now_ms() - t0);
+	check(count_waiters(m, "AW") == 1, "the wait kept its place");
+	check(wait_until(m, awaiting, "x", "0"), "with two handles it waits on NOTIFY");
+	lockqc_unlock(h2);
+	check(wait_until(m, awaiting, "x", expect),
+		  notify_only ? "alone again, still not in the backend" :
+		  "alone again, it waits in the backend again");
+
+	t0 = now_ms();
+	q(m, "SELECT lockq_release('AW', 'holder')", NULL, NULL, NULL);
+	pthread_join(th, NULL);
+	check(a.rc == LOCKQC_OK, "the grant ended the wait (%s)", lockqc_status_str(a.rc));
+	check(now_ms() - t0 < 1000, "within %" PRId64 " ms", now_ms() - t0);
+
+	q(m, "SELECT lockq_try('AW', 'holder', '1 hour')", NULL, NULL, NULL);
+	lockqc_opts_init(&o);
+	o.timeout_ms = 500;
+	rc = lockqc_lock(c, "AW", &o, &h2);
+	check(rc == LOCKQC_TIMEOUT, "a timed wait times out (%s)", lockqc_status_str(rc));
+	check(count_waiters(m, "AW") == 0, "and is withdrawn by the time lockqc_lock returns");
+	q(m, "SELECT lockq_release('AW', 'holder')", NULL, NULL, NULL);
+	lockqc_disconnect(c);
+	PQfinish(m);
+}
+
 /* The TAP script restarts the server after READY and writes a line. */
 typedef struct rw_arg
 {
@@ -1499,6 +1580,8 @@ main(int argc, char **argv)
 		scenario_threads();
 	else if (strcmp(scenario, "handoff") == 0)
 		scenario_handoff();
+	else if (strcmp(scenario, "await") == 0)
+		scenario_await();
 	else if (strcmp(scenario, "reconnect") == 0)
 		scenario_reconnect();
 	else if (strcmp(scenario, "failover_hold") == 0)

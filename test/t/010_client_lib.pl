@@ -1,6 +1,7 @@
 # liblockq against a real server: the C test program's scenarios
 # (client/test/lockqc_test.c), each "ok"/"not ok" line relayed as an
-# assertion; two scenarios where the server is stopped or restarted under a
+# assertion, waiting in the backend (lockq_await) and, told not to, on
+# NOTIFY; two scenarios where the server is stopped or restarted under a
 # held lock; and the same scenarios under valgrind's memcheck.
 #
 # Copyright (c) 2026, lockq developers
@@ -46,11 +47,25 @@ sub run_scenario
 	return ($rc, $out, $err);
 }
 
-for my $scenario (qw(basic fifo timeout cancel deadline threads handoff lost_admin watchdog))
+my @scenarios = qw(basic fifo timeout cancel deadline threads handoff await lost_admin watchdog);
+for my $scenario (@scenarios)
 {
 	my ($rc, $out, $err) = run_scenario($scenario);
 	relay($scenario, $out);
 	is($rc, 0, "$scenario: exit status") or diag($err);
+}
+
+# The same with the library told never to wait in the backend
+# (lockq_await): every wait on NOTIFY and heartbeats, as with several waits
+# on a connection, behind a pooler, or against extension 1.1.
+{
+	local $ENV{LOCKQC_NO_AWAIT} = '1';
+	for my $scenario (@scenarios)
+	{
+		my ($rc, $out, $err) = run_scenario($scenario);
+		relay("$scenario (NOTIFY)", $out);
+		is($rc, 0, "$scenario (NOTIFY): exit status") or diag($err);
+	}
 }
 
 # --- the server stops under a held lock: the callback fires ------------------

@@ -103,6 +103,9 @@ sub read_histories
 			  unless @f == 12;
 			my ($t, $proc, $inc, $id, $type, $fn, $lock, $owner, $ttl, $tok, $val, $note) =
 			  map { $_ eq '-' ? undef : $_ } @f;
+			# lockq_await is a heartbeat that may wait in the backend for the
+			# grant: the same answers (NULL, the token, 55000), the same rules
+			$fn = 'heartbeat' if defined $fn && $fn eq 'await';
 			die "$base:$.: bad time\n" unless defined $t && $t =~ /^\d+$/;
 			my $src = "$base:$.";
 			if ($type eq 'meta')
