@@ -55,25 +55,31 @@ is(scalar_query($node, "SELECT lockq_renew('lonely', 'o', $tok)"), 'f',
 	'and cannot be renewed');
 
 # A holder that keeps renewing keeps the lock well past its ttl, and a
-# waiter stays queued meanwhile.
-$tok = scalar_query($node, "SELECT lockq_try('kept', 'renewer', '400 ms')");
+# waiter stays queued meanwhile.  The lease is taken long and cut to 1 s
+# once the waiter is queued (a renewal sets the lease, shorter too), so
+# that starting the waiter on a busy machine cannot outlast it; each
+# renewal comes about 200 ms after the previous one (each psql call may
+# take a while on a loaded machine: 1 s leaves room for that).
+$tok = scalar_query($node, "SELECT lockq_try('kept', 'renewer', '1 minute')");
 my $w = start_waiter($node, 'kw',
 	"SELECT 'granted:' || lockq_get('kept', 'patient', '1 minute');");
 ok(wait_for_waiters($node, 'kept', 1), 'a waiter queues behind the renewer');
+is(scalar_query($node, "SELECT lockq_renew('kept', 'renewer', $tok, '1 s')"),
+	't', 'the lease cut to 1 s');
 my $start = scalar_query($node, 'SELECT lockq_now()');
 my $renewals = 0;
-while (scalar_query($node, 'SELECT lockq_now()') - $start < 2_000_000)
+while (scalar_query($node, 'SELECT lockq_now()') - $start < 4_000_000)
 {
-	# renew every ~100 ms of lockq time (the poll waits, no bare sleep)
+	# renew every ~200 ms of lockq time (the poll waits, no bare sleep)
 	my $since = scalar_query($node, 'SELECT lockq_now()');
 	$node->poll_query_until('postgres',
-		"SELECT lockq_now() - $since > 100000");
-	is(scalar_query($node, "SELECT lockq_renew('kept', 'renewer', $tok)"),
+		"SELECT lockq_now() - $since > 200000");
+	is(scalar_query($node, "SELECT lockq_renew('kept', 'renewer', $tok, '1 s')"),
 		't', 'renewal ' . ++$renewals . ' succeeds')
 	  if $renewals < 1000;
 }
 is(scalar_query($node, "SELECT owner FROM lockq_locks WHERE lock_id = 'kept'"),
-	'renewer', 'after 2 s with a 400 ms ttl, the renewer still holds the lock');
+	'renewer', 'after 4 s with a 1 s ttl, the renewer still holds the lock');
 is(scalar_query($node, "SELECT count(*) FROM lockq_waiters WHERE lock_id = 'kept'"),
 	'1', 'the waiter is still waiting');
 # stop renewing: the waiter gets it when the lease ends
