@@ -29,10 +29,12 @@ is_wait(sc, sy, n) = strcol(1) eq 'wait' && strcol(2) eq sc && strcol(3) eq sy &
 	&& column(6) >= 0.01
 
 colour(sy) = sy eq 'advisory' ? '#7f7f7f' : sy eq 'session' ? '#1f77b4' : \
-	sy eq 'leased' ? '#d62728' : sy eq 'liblockq' ? '#2ca02c' : '#9467bd'
+	sy eq 'leased' ? '#d62728' : sy eq 'liblockq' ? '#2ca02c' : \
+	sy eq 'libnotify' ? '#8c564b' : '#9467bd'
 label(sc, sy) = sy eq 'advisory' ? 'pg_advisory_lock' : \
 	sy eq 'session' ? 'lockq session-bound' : \
 	sy eq 'liblockq' ? 'liblockq' : \
+	sy eq 'libnotify' ? 'liblockq, told to wait on NOTIFY' : \
 	sy eq 'leased' ? (sc[1:7] eq 'durable' ? 'lockq leased, synchronous_grants' : 'lockq leased') : \
 	sc eq 'durable' ? 'pgbench: UPDATE of one shared row' : 'pgbench: 2 UPDATEs of its own row'
 
@@ -48,7 +50,7 @@ empty = "unset logscale; unset tics; unset key; set xrange [0:1]; set yrange [0:
 array scen[7] = ['uncontended', 'contended', 'jobs', 'scaling', 'library', \
 	'durable', 'durable_keys']
 array systems[7] = ['advisory session leased', 'advisory session leased', \
-	'advisory session leased', 'advisory leased', 'advisory liblockq', \
+	'advisory session leased', 'advisory leased', 'advisory liblockq libnotify', \
 	'pgbench leased', 'pgbench leased']
 
 array heading[7] = [ \

@@ -1783,7 +1783,14 @@ lqc_job_done(lockqc_conn *c, PGresult *res, bool ok)
 			else
 			{
 				atomic_store(&h->state, LQC_WAITING);
-				lqc_schedule_heartbeat(h, sent);
+				if (c->inflight_wait_ms > 0)
+				{
+					/* it waited in the backend: a heartbeat at its end */
+					h->next_heartbeat = lqc_now() + h->heartbeat_ms / 3;
+					h->notified = false;
+				}
+				else
+					lqc_schedule_heartbeat(h, sent);
 			}
 			break;
 		case JOB_TRY:
