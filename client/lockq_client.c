@@ -1243,7 +1243,9 @@ lqc_cancel_main(void *arg)
  * thread, c->mu held) because something else must be sent.  Nothing is
  * sent until the cancel is done (c->canceller is NULL again): a cancel that
  * reached the backend late would hit the next statement.  When no thread
- * can be started, the await ends at its own timeout.
+ * can be started, the await ends at its own timeout.  The thread inherits
+ * the I/O thread's signal mask (every signal blocked), so a SIGPIPE from
+ * PQcancel's send never reaches the application.
  */
 static void
 lqc_cancel_await(lockqc_conn *c)
