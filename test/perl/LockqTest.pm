@@ -22,7 +22,8 @@ use Time::HiRes qw(time);
 use Exporter 'import';
 our @EXPORT = qw(lockq_node start_waiter waiter_result wait_for_waiters
   wait_for_holder worker_pid scalar_query crash_restart end_session
-  require_tool fault_functions fault_fired wait_for_worker);
+  require_tool fault_functions fault_fired wait_for_worker queue_of
+  backend_pid);
 
 # require_tool(ok, what) skips the whole test file when a tool it needs is
 # missing (ok false), with what as the reason; but under make test
@@ -121,6 +122,25 @@ sub wait_for_waiters
 	my ($node, $lock, $n) = @_;
 	return $node->poll_query_until('postgres',
 		"SELECT count(*) = $n FROM lockq_waiters WHERE lock_id = '$lock'");
+}
+
+# queue_of(node, lock) returns the owners queued for lock, in grant order,
+# separated by spaces ('' when nobody waits).
+sub queue_of
+{
+	my ($node, $lock) = @_;
+	return $node->safe_psql('postgres',
+		"SELECT coalesce(string_agg(owner, ' ' ORDER BY position), '') FROM lockq_waiters WHERE lock_id = '$lock'"
+	);
+}
+
+# backend_pid(node, app) returns the pid of the session whose
+# application_name is app.
+sub backend_pid
+{
+	my ($node, $app) = @_;
+	return $node->safe_psql('postgres',
+		"SELECT pid FROM pg_stat_activity WHERE application_name = '$app'");
 }
 
 # wait_for_holder(node, lock, owner) polls until owner holds lock.

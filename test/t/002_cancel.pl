@@ -14,21 +14,6 @@ use LockqTest;
 
 my $node = lockq_node('cancel');
 
-sub backend_pid
-{
-	my ($app) = @_;
-	return $node->safe_psql('postgres',
-		"SELECT pid FROM pg_stat_activity WHERE application_name = '$app'");
-}
-
-sub queue_of
-{
-	my ($lock) = @_;
-	return $node->safe_psql('postgres',
-		"SELECT coalesce(string_agg(owner, ' ' ORDER BY position), '') FROM lockq_waiters WHERE lock_id = '$lock'"
-	);
-}
-
 sub get_sql
 {
 	my ($lock, $owner, $timeout) = @_;
@@ -46,7 +31,7 @@ ok(wait_for_waiters($node, 'T', 2), 'second waiter queued behind it');
 like(waiter_result($t1, qr/(could not obtain lock "T" within the timeout)/),
 	qr/timeout/, 'lockq_get times out with the documented error');
 ok(wait_for_waiters($node, 'T', 1), 'the timed-out waiter left the queue');
-is(queue_of('T'), 'tw2', 'only the other waiter remains');
+is(queue_of($node, 'T'), 'tw2', 'only the other waiter remains');
 scalar_query($node, "SELECT lockq_release('T', 'holder')");
 like(waiter_result($t2, qr/(granted:\d+)/), qr/granted/,
 	'the next waiter still gets the lock');
@@ -61,15 +46,15 @@ for my $n (qw(ca cb cc cd))
 	$w{$n} = start_waiter($node, $n, get_sql('C', $n));
 	ok(wait_for_waiters($node, 'C', scalar(keys %w)), "$n queued");
 }
-is(queue_of('C'), 'ca cb cc cd', 'four waiters in order');
+is(queue_of($node, 'C'), 'ca cb cc cd', 'four waiters in order');
 
 $node->safe_psql('postgres',
-	"SELECT pg_cancel_backend(" . backend_pid('cb') . ")");
+	"SELECT pg_cancel_backend(" . backend_pid($node, 'cb') . ")");
 like(waiter_result($w{cb}, qr/(canceling statement due to user request)/),
 	qr/canceling/, 'cancelled waiter gets the cancel error');
-is(queue_of('C'), 'ca cc cd', 'cancelled waiter left no queue entry');
+is(queue_of($node, 'C'), 'ca cc cd', 'cancelled waiter left no queue entry');
 
-my $pid_cc = backend_pid('cc');
+my $pid_cc = backend_pid($node, 'cc');
 $node->safe_psql('postgres', "SELECT pg_terminate_backend($pid_cc)");
 ok( $node->poll_query_until(
 		'postgres', "SELECT count(*) = 0 FROM pg_stat_activity WHERE pid = $pid_cc"),
@@ -77,7 +62,7 @@ ok( $node->poll_query_until(
 ok($node->poll_query_until('postgres',
 		"SELECT count(*) = 2 FROM lockq_waiters WHERE lock_id = 'C'"),
 	'terminated waiter left no queue entry');
-is(queue_of('C'), 'ca cd', 'remaining waiters keep their order');
+is(queue_of($node, 'C'), 'ca cd', 'remaining waiters keep their order');
 
 scalar_query($node, "SELECT lockq_release('C', 'holder')");
 like(waiter_result($w{ca}, qr/(granted:\d+)/), qr/granted/, 'ca is granted');
@@ -98,7 +83,7 @@ for my $how (qw(cancel terminate))
 	ok(wait_for_waiters($node, $lock, 1), "$how: first waiter queued");
 	my $b = start_waiter($node, "rb-$how", get_sql($lock, 'rb'));
 	ok(wait_for_waiters($node, $lock, 2), "$how: second waiter queued");
-	my $pid_a = backend_pid("ra-$how");
+	my $pid_a = backend_pid($node, "ra-$how");
 	my $cancels = scalar_query($node, 'SELECT cancels FROM lockq_stats');
 
 	kill 'STOP', $pid_a;
@@ -115,7 +100,7 @@ for my $how (qw(cancel terminate))
 		'rb', "$how: the next waiter holds it");
 	ok(scalar_query($node, 'SELECT cancels FROM lockq_stats') > $cancels,
 		"$how: counted as a cancel");
-	is(queue_of($lock), '', "$how: nothing left in the queue");
+	is(queue_of($node, $lock), '', "$how: nothing left in the queue");
 	scalar_query($node, "SELECT lockq_release('$lock', 'rb')");
 	end_session($a);
 	$b->quit;
@@ -139,7 +124,7 @@ for my $how (qw(disconnect terminate))
 	else
 	{
 		$node->safe_psql('postgres',
-			"SELECT pg_terminate_backend(" . backend_pid("sh-$how") . ")");
+			"SELECT pg_terminate_backend(" . backend_pid($node, "sh-$how") . ")");
 		end_session($h);
 	}
 	like(waiter_result($w, qr/(granted:\d+)/), qr/granted/,
@@ -158,7 +143,7 @@ scalar_query($node, "SELECT lockq_try('D', 'holder', '1 hour')");
 my $d = start_waiter($node, 'dw',
 	"SELECT 'granted:' || lockq_get('D', NULL, '1 hour');");
 ok(wait_for_waiters($node, 'D', 1), 'session-owned waiter queued');
-my $pid_d = backend_pid('dw');
+my $pid_d = backend_pid($node, 'dw');
 $d->{run}->kill_kill;
 ok($node->poll_query_until('postgres',
 		"SELECT count(*) = 0 FROM pg_stat_activity WHERE pid = $pid_d"),

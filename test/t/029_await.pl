@@ -19,21 +19,6 @@ use LockqTest;
 
 my $node = lockq_node('await');
 
-sub queue_of
-{
-	my ($lock) = @_;
-	return $node->safe_psql('postgres',
-		"SELECT coalesce(string_agg(owner, ' ' ORDER BY position), '') FROM lockq_waiters WHERE lock_id = '$lock'"
-	);
-}
-
-sub backend_pid
-{
-	my ($app) = @_;
-	return $node->safe_psql('postgres',
-		"SELECT pid FROM pg_stat_activity WHERE application_name = '$app'");
-}
-
 # an awaiting session, named app, for owner's wait on lock
 sub start_await
 {
@@ -76,7 +61,7 @@ my $tok = scalar_query($node, "SELECT lockq_try('F', 'holder', '1 hour')");
 is(enqueue('F', $_), 'queued', "$_ queued") for qw(w1 w2 w3 w4);
 my %a = map { $_ => start_await("a_$_", 'F', $_) } qw(w1 w2 w3);
 ok(wait_awaiting("a_$_"), "$_ awaits in a backend") for qw(w1 w2 w3);
-is(queue_of('F'), 'w1 w2 w3 w4', 'the awaits kept the order of the queue');
+is(queue_of($node, 'F'), 'w1 w2 w3 w4', 'the awaits kept the order of the queue');
 
 scalar_query($node, "SELECT lockq_release('F', 'holder', $tok)");
 my $t1 = waiter_result($a{w1}, qr/result:(\w+)/);
@@ -111,20 +96,20 @@ $tok = scalar_query($node, "SELECT lockq_try('C', 'holder', '1 hour')");
 enqueue('C', $_) for qw(c1 c2 c3);
 my $c2 = start_await('a_c2', 'C', 'c2');
 ok(wait_awaiting('a_c2'), 'c2 awaits');
-scalar_query($node, "SELECT pg_cancel_backend(" . backend_pid('a_c2') . ")");
+scalar_query($node, "SELECT pg_cancel_backend(" . backend_pid($node, 'a_c2') . ")");
 like(waiter_result($c2, qr/(canceling statement due to user request)/),
 	qr/canceling/, 'a cancelled await gets the cancel error');
-is(queue_of('C'), 'c1 c2 c3', 'and c2 keeps its place');
+is(queue_of($node, 'C'), 'c1 c2 c3', 'and c2 keeps its place');
 $c2->quit;
 
 my $c1 = start_await('a_c1', 'C', 'c1');
 ok(wait_awaiting('a_c1'), 'c1 awaits');
-my $pid = backend_pid('a_c1');
+my $pid = backend_pid($node, 'a_c1');
 scalar_query($node, "SELECT pg_terminate_backend($pid)");
 ok($node->poll_query_until('postgres', "SELECT count(*) = 0 FROM pg_stat_activity WHERE pid = $pid"),
 	'the awaiting session is gone');
 end_session($c1);
-is(queue_of('C'), 'c1 c2 c3', 'c1 keeps its place (a client-side waiter outlives the session)');
+is(queue_of($node, 'C'), 'c1 c2 c3', 'c1 keeps its place (a client-side waiter outlives the session)');
 scalar_query($node, "SELECT lockq_release('C', 'holder', $tok)");
 ok($node->poll_query_until('postgres', "SELECT owner = 'c1' FROM lockq_locks WHERE lock_id = 'C'"),
 	'c1 is granted in turn');
@@ -151,7 +136,7 @@ for my $i (1 .. 4)
 {
 	scalar_query($node, "SELECT lockq_await('H', 'h1')");
 }
-is(queue_of('H'), 'h1', 'awaits kept the waiter alive for 4 heartbeat intervals');
+is(queue_of($node, 'H'), 'h1', 'awaits kept the waiter alive for 4 heartbeat intervals');
 ok($node->poll_query_until('postgres', "SELECT count(*) = 0 FROM lockq_waiters WHERE lock_id = 'H'"),
 	'without them it is dropped');
 scalar_query($node, "SELECT lockq_release('H', 'holder', $tok)");
@@ -182,7 +167,7 @@ like(waiter_result($r2, qr/(ERROR:.*)/), qr/55000|no longer waiting for lock "R"
 my $old = worker_pid($node);
 scalar_query($node, "SELECT pg_terminate_backend($old)");
 ok(wait_for_worker($node, $old), 'the lock server restarted');
-is(queue_of('R'), 'r1', 'r1 still queued');
+is(queue_of($node, 'R'), 'r1', 'r1 still queued');
 ok(wait_awaiting('a_r1'), 'and its session still awaits');
 scalar_query($node, "SELECT lockq_release('R', 'holder', $tok)");
 my $tr = waiter_result($r1, qr/result:(\w+)/);
