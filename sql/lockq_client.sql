@@ -87,6 +87,7 @@ SELECT lockq_enqueue('ew', 'e1', '1 hour', NULL, '5 seconds', '100 ms') IS NULL 
 SELECT owner, position, kind FROM lockq_waiters WHERE lock_id = 'ew';
 SELECT lq_err($$SELECT lockq_enqueue('ew', 'e3', '1 hour', NULL, NULL, '0 s')$$);
 SELECT lq_err($$SELECT lockq_enqueue('ew', 'e3', '1 hour', NULL, NULL, '-1 s')$$);
+SELECT lq_err($$SELECT lockq_enqueue('ew', 'e3', '1 hour', NULL, NULL, '400 days')$$);
 SELECT count(*) AS waiters FROM lockq_waiters WHERE lock_id = 'ew';
 SELECT lockq_enqueue('ew-free', 'e4', '1 hour', NULL, NULL, '1 s') > 0 AS granted_at_once;
 SELECT lockq_release('ew-free', 'e4');

@@ -585,26 +585,32 @@ lq_arg_ttl(FunctionCallInfo fcinfo, int argno)
 	return us;
 }
 
-/* timeout NULL means "wait forever" and gives 0. */
+/*
+ * lq_arg_deadline reads a limit on a wait, an interval named what (positive,
+ * at most 366 days), and returns the lockq time it ends at; NULL, or an
+ * argument the function's SQL definition lacks (an older version's), gives
+ * 0: no limit of its own.  hint, with the errors, says what NULL does.
+ */
 static int64
-lq_arg_timeout(FunctionCallInfo fcinfo, int argno)
+lq_arg_deadline(FunctionCallInfo fcinfo, int argno, const char *what,
+				const char *hint)
 {
 	int64		us;
 
-	if (PG_ARGISNULL(argno))
+	if (PG_NARGS() <= argno || PG_ARGISNULL(argno))
 		return 0;
-	us = lq_interval_us(PG_GETARG_INTERVAL_P(argno), "timeout");
+	us = lq_interval_us(PG_GETARG_INTERVAL_P(argno), what);
 	if (us <= 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("timeout must be positive"),
-				 errhint("Pass NULL to wait without a timeout, or use lockq_try not to wait.")));
+				 errmsg("%s must be positive", what),
+				 errhint("%s", hint)));
 	if (us > LQ_MAX_TIMEOUT_US)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("timeout must not exceed 366 days"),
-				 errhint("Pass NULL to wait without a timeout.")));
-	return us;
+				 errmsg("%s must not exceed 366 days", what),
+				 errhint("%s", hint)));
+	return lq_clock_peek() + us;
 }
 
 static void
@@ -786,14 +792,13 @@ lockq_get(PG_FUNCTION_ARGS)
 {
 	LqRequest	req;
 	LqResult	res;
-	int64		timeout;
 
 	lq_begin_request(&req, LQ_OP_GET, fcinfo);
 	lq_arg_owner(fcinfo, 1, &req, false);
 	req.ttl_us = lq_arg_ttl(fcinfo, 2);
 	req.has_ttl = true;
-	timeout = lq_arg_timeout(fcinfo, 3);
-	req.deadline = timeout > 0 ? lq_clock_peek() + timeout : 0;
+	req.deadline = lq_arg_deadline(fcinfo, 3, "timeout",
+								   "Pass NULL to wait without a timeout, or use lockq_try not to wait.");
 
 	res = lq_call(&req);
 	if (res.status == LQ_ST_TIMEOUT)
@@ -1053,17 +1058,8 @@ lockq_enqueue(PG_FUNCTION_ARGS)
 					 errhint("The upper limit is set by \"lockq.max_ttl\".")));
 	}
 	/* 1.2: wait (the SQL definition of 1.1 has no such argument) */
-	if (PG_NARGS() > 5 && !PG_ARGISNULL(5))
-	{
-		int64		wait = lq_interval_us(PG_GETARG_INTERVAL_P(5), "wait");
-
-		if (wait <= 0 || wait > LQ_MAX_TIMEOUT_US)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("wait must be positive and at most 366 days"),
-					 errhint("Pass NULL not to wait; a wait longer than the heartbeat interval ends at it.")));
-		req.deadline = lq_clock_peek() + wait;
-	}
+	req.deadline = lq_arg_deadline(fcinfo, 5, "wait",
+								   "Pass NULL not to wait; a wait ends at the heartbeat interval at the latest.");
 
 	res = lq_call(&req);
 	lq_raise_if_error(&res);
@@ -1111,12 +1107,11 @@ lockq_await(PG_FUNCTION_ARGS)
 {
 	LqRequest	req;
 	LqResult	res;
-	int64		timeout;
 
 	lq_begin_request(&req, LQ_OP_AWAIT, fcinfo);
 	lq_arg_owner(fcinfo, 1, &req, true);
-	timeout = lq_arg_timeout(fcinfo, 2);
-	req.deadline = timeout > 0 ? lq_clock_peek() + timeout : 0;
+	req.deadline = lq_arg_deadline(fcinfo, 2, "timeout",
+								   "Pass NULL to wait up to the heartbeat interval.");
 
 	res = lq_call(&req);
 	lq_raise_if_error(&res);
