@@ -1534,6 +1534,25 @@ lqc_send(lockqc_conn *c, int job, lockqc_handle *h, const char *sql,
 }
 
 /*
+ * lqc_send_wait sends a statement whose last parameter is how long it waits
+ * in the backend (lockq_await, lockq_enqueue with a wait), and records that
+ * wait: the statement's answer may take that much longer, and is cancelled
+ * when something else must be sent (c->mu held).
+ */
+static void
+lqc_send_wait(lockqc_conn *c, int job, lockqc_handle *h, int sqlno,
+			  int nparams, const char **params)
+{
+	char		wait[64];
+	int64_t		ms = lqc_await_ms(h);
+
+	lqc_interval(wait, sizeof(wait), ms);
+	params[nparams - 1] = wait;
+	lqc_send(c, job, h, c->sql[sqlno], nparams, params);
+	c->inflight_wait_ms = ms;
+}
+
+/*
  * lqc_send_job sends the statement of job for h (c->mu held).
  */
 static void
@@ -1584,17 +1603,8 @@ lqc_send_job(lockqc_conn *c, int job, lockqc_handle *h)
 			h->notified = false;
 			h->sent = true;
 			h->last_sent = lqc_now();
-			if (lqc_may_await(c, h))
-			{
-				/* queued, it waits in the backend at once (lockq_await) */
-				char		wait[64];
-				int64_t		ms = lqc_await_ms(h);
-
-				lqc_interval(wait, sizeof(wait), ms);
-				params[5] = wait;
-				lqc_send(c, job, h, c->sql[SQL_ENQUEUE_WAIT], 6, params);
-				c->inflight_wait_ms = ms;
-			}
+			if (lqc_may_await(c, h))	/* queued, it waits in the backend */
+				lqc_send_wait(c, job, h, SQL_ENQUEUE_WAIT, 6, params);
 			else
 				lqc_send(c, job, h, c->sql[SQL_ENQUEUE], 5, params);
 			break;
@@ -1627,17 +1637,9 @@ lqc_send_job(lockqc_conn *c, int job, lockqc_handle *h)
 			lqc_send(c, job, h, c->sql[SQL_HOLDS], 2, params);
 			break;
 		case JOB_AWAIT:
-			{
-				char		wait[64];
-				int64_t		ms = lqc_await_ms(h);
-
-				lqc_interval(wait, sizeof(wait), ms);
-				params[2] = wait;
-				h->notified = false;
-				h->last_sent = lqc_now();
-				lqc_send(c, job, h, c->sql[SQL_AWAIT], 3, params);
-				c->inflight_wait_ms = ms;
-			}
+			h->notified = false;
+			h->last_sent = lqc_now();
+			lqc_send_wait(c, job, h, SQL_AWAIT, 3, params);
 			break;
 	}
 }
