@@ -3,7 +3,8 @@
 # NOTIFY; a cancelled or lost await, and one that reaches its deadline
 # (never later than the waiter's heartbeat interval), leave the waiter in
 # its place; each await counts as a heartbeat; a second await takes over
-# from the first; an await survives a restart of the lock server.
+# from the first; an await survives a restart of the lock server and a
+# failed batch (test build: fault points) where it is linked or answered.
 #
 # Copyright (c) 2026, lockq developers
 # This file is part of lockq, released under the PostgreSQL License
@@ -176,6 +177,44 @@ is(scalar_query($node, "SELECT owner || ' ' || token FROM lockq_locks WHERE lock
 	"r1 $tr", 'with the grant\'s token');
 scalar_query($node, "SELECT lockq_release('R', 'r1', $tr)");
 $_->quit for ($r1, $r2);
+
+# --- a batch of the lock server fails where it links or answers an await --
+# The await's slot is applied again by the rebuilt (or restarted) lock
+# server: it links anew, or, when the grant was committed and its answer
+# lost, finds its owner holding and returns the token.
+fault_functions($node);
+
+sub await_fault
+{
+	my ($lock, $point, $action, $when) = @_;
+	my $what = "$lock: $point $action in the batch that "
+	  . ($when eq 'attach' ? 'links the await' : 'grants its waiter');
+	my $th = scalar_query($node, "SELECT lockq_try('$lock', 'holder', '1 hour')");
+	enqueue($lock, 'fw');
+	$node->safe_psql('postgres', "SELECT lockq_fault_arm('$point', '$action')")
+	  if $when eq 'attach';
+	my $s = start_await("a_$lock", $lock, 'fw');
+	ok(fault_fired($node, $point), "$what: fired") if $when eq 'attach';
+	ok(wait_awaiting("a_$lock"), "$what: the session awaits");
+	$node->safe_psql('postgres', "SELECT lockq_fault_arm('$point', '$action')")
+	  if $when eq 'grant';
+	is(scalar_query($node, "SELECT lockq_release('$lock', 'holder', $th)"), 't',
+		"$what: the holder's release is answered");
+	ok(fault_fired($node, $point), "$what: fired") if $when eq 'grant';
+	my $t = waiter_result($s, qr/result:(\w+)/);
+	like($t // '', qr/^\d+$/, "$what: the await is answered with the token");
+	is(scalar_query($node, "SELECT owner || ' ' || token FROM lockq_locks WHERE lock_id = '$lock'"),
+		"fw " . ($t // ''), "$what: the token of fw's grant");
+	scalar_query($node, "SELECT lockq_release('$lock', 'fw')");
+	$node->safe_psql('postgres', "SELECT lockq_fault_disarm('$point')");
+	$s->quit;
+	return;
+}
+
+await_fault('FA', 'batch-before-commit', 'error', 'attach');
+await_fault('FB', 'batch-before-commit', 'error', 'grant');
+await_fault('FC', 'batch-after-commit', 'fatal', 'grant');
+ok(wait_for_worker($node), 'a lock server runs after the FATAL');
 
 is(scalar_query($node, "SELECT count(*) FROM lockq_locks") . '/'
 	  . scalar_query($node, "SELECT count(*) FROM lockq_waiters"),
