@@ -274,7 +274,9 @@ lq_fault_arm_from_guc(void)
 /*
  * lq_fault_stall sleeps for ms milliseconds without servicing interrupts,
  * like a process stuck in a system call, but leaving when the postmaster
- * dies.  Latch wake-ups that arrive meanwhile are passed on.
+ * dies.  The latch is not waited for, so a wake-up that arrives meanwhile
+ * stays set for the caller's next wait; none is made up (a test must see
+ * whether anybody woke the process).
  */
 static void
 lq_fault_stall(int ms)
@@ -290,7 +292,6 @@ lq_fault_stall(int ms)
 		(void) WaitLatch(MyLatch, WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, left,
 						 PG_WAIT_EXTENSION);
 	}
-	SetLatch(MyLatch);
 }
 
 /*
