@@ -351,10 +351,26 @@ lq_wait_set(void)
  * acquisition, the limits that apply to it; an acquisition of a lock id
  * outside the role's namespaces is refused here (42501), before anything
  * is shared.
+ *
+ * A lockq_get for a lock that another owner seems to hold (the held
+ * hints, lq_hint_held_by_other) arrives lazily: it cannot be granted
+ * before that grant ends, and the lock server drains the ring in order
+ * before it decides any end, so it is left in the ring without waking the
+ * lock server, which takes it with its next wake-up (usually the holder's
+ * release).  Returns true then.  A hint read before a grant ended but
+ * acted on after the lock server last looked at the ring is caught by
+ * reading it again after the push (below), and by the lock server, which
+ * looks at the ring once more before it sleeps after dropping a hint
+ * (lq_hint_lazy_stranded).  Views wake the lock server for lazy arrivals
+ * (lq_settle_arrivals), and lq_await wakes it itself when half of the
+ * wait limit is left, and after LQ_LAZY_ARRIVAL_MS as a safety net.  A
+ * lockq_get whose wait ends within 2 ms is never lazy.
  */
-static void
+static bool
 lq_submit(LqSlot *slot, int slotno, LqRequest *req)
 {
+	bool		lazy;
+
 	req->role = GetUserId();
 	req->admin = !req->session_owner && lq_is_admin(req->role);
 	if (req->op == LQ_OP_GET || req->op == LQ_OP_TRY || req->op == LQ_OP_ENQUEUE)
@@ -374,25 +390,58 @@ lq_submit(LqSlot *slot, int slotno, LqRequest *req)
 	slot->state = LQ_SLOT_PENDING;
 	SpinLockRelease(&slot->mutex);
 
+	lazy = req->op == LQ_OP_GET &&
+		(req->deadline == 0 || req->deadline > lq_clock_peek() + 2000) &&
+		lq_hint_held_by_other(req->lock_id, req->owner);
+	if (lazy)
+		LQ_FAULT("submit-lazy-before-push");
 	lq_ring_push(lq_entry_request(slotno));
-	lq_wake_worker();
+	if (lazy)
+	{
+		/*
+		 * Read the hint again after the push: if the grant ended since
+		 * (or the entry went to another lock id), the lock server may have
+		 * looked at the ring for the last time before our entry was in it.
+		 * If the hint still says held, the end comes later, and the lock
+		 * server drains the ring before it decides it.
+		 */
+		pg_memory_barrier();
+		lazy = lq_hint_held_by_other(req->lock_id, req->owner);
+	}
+	if (!lazy)
+		lq_wake_worker();
+	return lazy;
 }
 
 /*
  * lq_await sleeps until the lock server has answered the request in slot
  * and returns the answer.  Interruptible (the caller sets up the cleanup);
  * a client that disconnects ends the session at once (FATAL), so that it
- * keeps no place in a queue.
+ * keeps no place in a queue.  For a lazy arrival (lq_submit) it wakes the
+ * lock server if the request is still unread when half of its wait limit
+ * is left, or after LQ_LAZY_ARRIVAL_MS.
  */
 static LqResult
-lq_await(LqSlot *slot, const LqRequest *req)
+lq_await(LqSlot *slot, const LqRequest *req, bool lazy)
 {
 	WaitEventSet *set = lq_wait_set();
 	LqResult	res;
+	TimestampTz kick_at = 0;
 
+	if (lazy)
+	{
+		/* the lock server must see a wait limit in time to keep it */
+		int64		kick_us = LQ_LAZY_ARRIVAL_MS * 1000;
+
+		if (req->deadline != 0)
+			kick_us = Min(kick_us, (req->deadline - lq_clock_peek()) / 2);
+		kick_at = GetCurrentTimestamp() + Max(kick_us, 0);
+	}
 	for (;;)
 	{
 		bool		done = false;
+		bool		pending = false;
+		long		timeout = -1L;
 		WaitEvent	ev;
 
 		SpinLockAcquire(&slot->mutex);
@@ -401,7 +450,26 @@ lq_await(LqSlot *slot, const LqRequest *req)
 			res = slot->res;
 			done = true;
 		}
+		else
+			pending = slot->state == LQ_SLOT_PENDING;
 		SpinLockRelease(&slot->mutex);
+		if (kick_at != 0)
+		{
+			/* a lazy arrival: wake the lock server if it is still unread */
+			long		left = 0;
+
+			if (pending)
+				left = TimestampDifferenceMilliseconds(GetCurrentTimestamp(),
+													   kick_at);
+			if (!pending || left <= 0)
+			{
+				if (pending)
+					lq_wake_worker();
+				kick_at = 0;
+			}
+			else
+				timeout = left;
+		}
 		if (done)
 		{
 			/*
@@ -423,7 +491,7 @@ lq_await(LqSlot *slot, const LqRequest *req)
 		 * that went away must not keep its place in the queue until it
 		 * would be granted.
 		 */
-		if (WaitEventSetWait(set, -1L, &ev, 1, PG_WAIT_EXTENSION) != 1)
+		if (WaitEventSetWait(set, timeout, &ev, 1, PG_WAIT_EXTENSION) != 1)
 			ev.events = 0;
 		ResetLatch(MyLatch);
 		if (ev.events & WL_SOCKET_CLOSED)
@@ -451,16 +519,17 @@ lq_call(LqRequest *req)
 	int			slotno;
 	LqSlot	   *slot;
 	LqResult	res;
+	bool		lazy;
 
 	lq_attach();
 	slotno = lq_my_slotno();
 	slot = &lq_slots[slotno];
-	lq_submit(slot, slotno, req);
+	lazy = lq_submit(slot, slotno, req);
 
 	PG_ENSURE_ERROR_CLEANUP(lq_call_cleanup, Int32GetDatum(slotno));
 	{
 		LQ_FAULT("call-after-submit");
-		res = lq_await(slot, req);
+		res = lq_await(slot, req, lazy);
 	}
 	PG_END_ENSURE_ERROR_CLEANUP(lq_call_cleanup, Int32GetDatum(slotno));
 

@@ -25,9 +25,11 @@
  */
 #include "postgres.h"
 
+#include "common/hashfn.h"
 #include "miscadmin.h"
 #include "mb/pg_wchar.h"
 #include "nodes/pg_list.h"
+#include "pgstat.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "storage/proc.h"
@@ -133,6 +135,10 @@ lq_shmem_startup(void)
 			pg_atomic_init_u64(&lq_shared->stats[i], 0);
 		pg_atomic_init_u64(&lq_shared->queue_max, 0);
 		pg_atomic_init_u64(&lq_shared->longest_queue, 0);
+		for (i = 0; i < LQ_HELD_HINTS; i++)
+			pg_atomic_init_u64(&lq_shared->held_hint[i], 0);
+		pg_atomic_init_u64(&lq_shared->ring_settled, 0);
+		ConditionVariableInit(&lq_shared->settled_cv);
 		pg_atomic_init_u64(&lq_shared->stats_reset,
 						   (uint64) GetCurrentTimestamp());
 	}
@@ -165,6 +171,9 @@ lq_shmem_init_hooks(void)
 	prev_shmem_startup_hook = shmem_startup_hook;
 	shmem_startup_hook = lq_shmem_startup;
 }
+
+/* Lock server only: the ring position its last drain reached. */
+static uint64 lq_ring_drained = 0;
 
 /*
  * lq_ring_push appends an entry to the arrival ring and stamps its slot
@@ -208,9 +217,79 @@ lq_ring_drain(LqEntry *out, int max, bool *overflow)
 	}
 	*overflow = sh->ring_overflow;
 	sh->ring_overflow = false;
+	lq_ring_drained = sh->ring_head;
 	SpinLockRelease(&sh->mutex);
 
 	return n;
+}
+
+/*
+ * lq_ring_settled says that every arrival drained so far has been handled
+ * and its batch published (the lock server calls it after each publish),
+ * and wakes the views waiting for that (lq_settle_arrivals).  Worker only.
+ */
+void
+lq_ring_settled(void)
+{
+	if (pg_atomic_read_u64(&lq_shared->ring_settled) == lq_ring_drained)
+		return;
+	pg_atomic_write_u64(&lq_shared->ring_settled, lq_ring_drained);
+	ConditionVariableBroadcast(&lq_shared->settled_cv);
+}
+
+/*
+ * lq_settle_arrivals waits until every arrival in the ring when it was
+ * called has been read and published by the lock server, waking it first:
+ * a lazy arrival (lq_submit) may otherwise wait unread until the grant it
+ * waits for ends, and a view must show it queued at once.  Bounded by
+ * LQ_SETTLE_WAIT_MS (a lock server that is down, blocked or failing);
+ * then the view shows what is published.  Interruptible.
+ */
+void
+lq_settle_arrivals(void)
+{
+	uint64		target;
+	bool		running;
+	TimestampTz end;
+
+	SpinLockAcquire(&lq_shared->mutex);
+	target = lq_shared->ring_tail;
+	running = lq_shared->worker_procno >= 0;
+	SpinLockRelease(&lq_shared->mutex);
+	if (!running || pg_atomic_read_u64(&lq_shared->ring_settled) >= target)
+		return;
+
+	lq_wake_worker();
+	end = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), LQ_SETTLE_WAIT_MS);
+	ConditionVariablePrepareToSleep(&lq_shared->settled_cv);
+	while (pg_atomic_read_u64(&lq_shared->ring_settled) < target)
+	{
+		long		left = TimestampDifferenceMilliseconds(GetCurrentTimestamp(),
+														   end);
+
+		if (left <= 0)
+			break;
+		(void) ConditionVariableTimedSleep(&lq_shared->settled_cv, left,
+										   PG_WAIT_EXTENSION);
+	}
+	ConditionVariableCancelSleep();
+}
+
+/*
+ * lq_ring_pending: is anything waiting in the ring (or lost to an overflow)?
+ * Taking the mutex is also the memory barrier that pairs with lq_submit's:
+ * a hint changed before it is seen by an arrival that pushed after it.
+ */
+static bool
+lq_ring_pending(void)
+{
+	bool		pending;
+
+	SpinLockAcquire(&lq_shared->mutex);
+	pending = lq_shared->ring_head < lq_shared->ring_tail ||
+		lq_shared->ring_overflow;
+	SpinLockRelease(&lq_shared->mutex);
+	return pending;
 }
 
 /*
@@ -228,6 +307,114 @@ lq_wake_worker(void)
 
 	if (procno >= 0)
 		SetLatch(&ProcGlobal->allProcs[procno].procLatch);
+}
+
+/*
+ * Held-lock hints.  A lockq_get for a lock that somebody else holds cannot
+ * be granted before that grant ends, and every end of a grant is decided
+ * by the lock server, which applies the arrival ring in order first: such
+ * an arrival need not wake the lock server (lockq_api.c, lq_submit), which
+ * then takes it with the next release, usually in the same wake-up.  The
+ * hints say which locks are held, by whom.  They are only hints: an entry
+ * is shared by every lock id whose hash falls on it, and backends read it
+ * without a lock while the lock server may be changing it.  A wrong hint
+ * costs time, never correctness: a lazy arrival wakes the lock server
+ * itself after LQ_LAZY_ARRIVAL_MS (lq_await).
+ */
+/* Lock server only: a held hint was dropped since lq_hint_lazy_stranded. */
+static bool lq_hints_dropped = false;
+
+static uint64
+lq_hint_value(const char *lock_id, const char *owner, int *index)
+{
+	uint32		lh = hash_bytes((const unsigned char *) lock_id, strlen(lock_id));
+	uint32		oh = owner == NULL ? 0 :
+		hash_bytes((const unsigned char *) owner, strlen(owner));
+
+	*index = lh % LQ_HELD_HINTS;
+	return ((uint64) lh << 32) | oh;
+}
+
+/*
+ * lq_hint_held records that owner now holds lock_id.  Lock server only.
+ */
+void
+lq_hint_held(const char *lock_id, const char *owner)
+{
+	int			i;
+	uint64		v = lq_hint_value(lock_id, owner, &i);
+	uint64		e = pg_atomic_read_u64(&lq_shared->held_hint[i]);
+
+	if (e != 0 && (e >> 32) != (v >> 32))
+		lq_hints_dropped = true;	/* another lock id's hint is gone */
+	pg_atomic_write_u64(&lq_shared->held_hint[i], v);
+}
+
+/*
+ * lq_hint_free records that nobody holds lock_id any more, unless the entry
+ * was taken over by another lock id since.  Lock server only.
+ */
+void
+lq_hint_free(const char *lock_id)
+{
+	int			i;
+	uint64		v = lq_hint_value(lock_id, NULL, &i);
+
+	if ((pg_atomic_read_u64(&lq_shared->held_hint[i]) >> 32) == (v >> 32))
+	{
+		pg_atomic_write_u64(&lq_shared->held_hint[i], 0);
+		lq_hints_dropped = true;
+	}
+}
+
+/*
+ * lq_hint_reset forgets every hint: when the lock server (re)builds its
+ * state.  Lock server only.
+ */
+void
+lq_hint_reset(void)
+{
+	int			i;
+
+	for (i = 0; i < LQ_HELD_HINTS; i++)
+		pg_atomic_write_u64(&lq_shared->held_hint[i], 0);
+	lq_hints_dropped = true;
+}
+
+/*
+ * lq_hint_lazy_stranded: may a lazy arrival sit in the ring unseen, with
+ * nothing to wake the lock server for it?  That is so only if a hint that
+ * said "held" was dropped since the last call (a grant ended with nobody to
+ * take it, or another lock id took the entry) and the ring is not empty: an
+ * arrival that read the old hint may have been pushed after the last drain
+ * and read it again before it changed (lq_submit).  A hint that still says
+ * "held" is safe: its grant's end wakes the lock server, which drains the
+ * ring before it decides anything.  Lock server only, before it sleeps.
+ */
+bool
+lq_hint_lazy_stranded(void)
+{
+	if (!lq_hints_dropped)
+		return false;
+	lq_hints_dropped = false;
+	pg_memory_barrier();		/* the hint writes before the ring's read */
+	return lq_ring_pending();
+}
+
+/*
+ * lq_hint_held_by_other: does lock_id seem to be held by an owner other
+ * than owner?  False when unsure (no entry, or the entry is another lock
+ * id's), and when owner seems to hold it (a re-entrant lockq_get is
+ * answered at once).
+ */
+bool
+lq_hint_held_by_other(const char *lock_id, const char *owner)
+{
+	int			i;
+	uint64		v = lq_hint_value(lock_id, owner, &i);
+	uint64		e = pg_atomic_read_u64(&lq_shared->held_hint[i]);
+
+	return e != 0 && (e >> 32) == (v >> 32) && e != v;
 }
 
 void

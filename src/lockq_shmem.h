@@ -160,6 +160,9 @@ typedef enum LqStat
 	LQ_STAT_COUNT
 } LqStat;
 
+/* Entries of LqShared.held_hint. */
+#define LQ_HELD_HINTS	4096
+
 typedef struct LqShared
 {
 	slock_t		mutex;			/* protects worker fields and the ring */
@@ -230,8 +233,36 @@ typedef struct LqShared
 	uint64		sealed_batch;
 	TransactionId sealed_xid;
 
+	/*
+	 * Which locks are held, as hints for lazy arrivals (lq_hint_*): an
+	 * entry is a lock id's hash (high half) and its holder's owner's hash
+	 * (low half), or 0.  Written by the lock server only.
+	 */
+	pg_atomic_uint64 held_hint[LQ_HELD_HINTS];
+
+	/*
+	 * The ring position up to which every arrival has been read and the
+	 * batch that read it published (lq_ring_settled), and the condition
+	 * variable broadcast when it moves: views wait on it for lazy arrivals
+	 * (lq_settle_arrivals).
+	 */
+	pg_atomic_uint64 ring_settled;
+	ConditionVariable settled_cv;
+
 	LqEntry		ring[FLEXIBLE_ARRAY_MEMBER];
 } LqShared;
+
+/*
+ * The longest a lockq_get that arrived lazily (lq_hint_held_by_other)
+ * leaves its request unread before it wakes the lock server itself, in
+ * milliseconds: a safety net only, the end of the grant it waits for wakes
+ * the lock server first (lq_submit).  One with a wait limit wakes it when
+ * half of the limit is left, sooner than this.
+ */
+#define LQ_LAZY_ARRIVAL_MS	5000
+
+/* The longest a view waits for lazy arrivals to be read, in milliseconds. */
+#define LQ_SETTLE_WAIT_MS	1000
 
 /* Tokens reserved per flush of the token ceiling. */
 #define LQ_TOKEN_RESERVE	4096
@@ -242,6 +273,13 @@ extern void lq_shmem_init_hooks(void);
 extern void lq_ring_push(LqEntry entry);
 extern int	lq_ring_drain(LqEntry *out, int max, bool *overflow);
 extern void lq_wake_worker(void);
+extern void lq_hint_held(const char *lock_id, const char *owner);
+extern void lq_hint_free(const char *lock_id);
+extern void lq_hint_reset(void);
+extern bool lq_hint_lazy_stranded(void);
+extern void lq_ring_settled(void);
+extern void lq_settle_arrivals(void);
+extern bool lq_hint_held_by_other(const char *lock_id, const char *owner);
 extern void lq_stat_add(LqStat stat, uint64 n);
 extern bool lq_server_started(void);
 extern void lq_stat_queue_length(uint64 n);

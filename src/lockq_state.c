@@ -166,6 +166,7 @@ typedef struct LqWaiterSpec
 	const char *owner;
 	bool		client;			/* lockq_enqueue, else a backend in lockq_get */
 	int64		ts;				/* its place; 0: a new waiter, at the tail */
+	int64		since;			/* backend: when its call was made, or 0 */
 	int64		ttl;			/* the lease it asks for */
 	int64		heartbeat;		/* client: µs allowed between calls */
 	Oid			role;
@@ -297,6 +298,7 @@ lq_state_reset(void)
 	MemoryContext old;
 
 	MemoryContextReset(lq_state_cxt);
+	lq_hint_reset();
 	old = MemoryContextSwitchTo(lq_state_cxt);
 
 	memset(&ctl, 0, sizeof(ctl));
@@ -685,6 +687,7 @@ lq_hold_lock(LqLock *lock, const LqHolder *h)
 	lock->session_pid = h->in_shmem ? h->session_pid : 0;
 	lock->session_start = h->in_shmem ? h->session_start : 0;
 	lq_nholders++;
+	lq_hint_held(lock->lock_id, lock->owner);
 	if (h->in_shmem)
 	{
 		lq_nsession_grants++;
@@ -854,6 +857,27 @@ lq_waiter_insert_row(LqWaiter *w)
 }
 
 /*
+ * lq_fresh_ts gives a new waiter its ts, at the tail of lock's queue: the
+ * time its call was made (since, for a lockq_get: a lazy arrival, see
+ * lq_submit, is read when the lock server next wakes, and its wait began
+ * before), or else a fresh clock tick.  Never more than a tick of this
+ * batch (so it is covered by the clock's durable ceiling), always after
+ * the ts of the waiter at the tail (the queue stays in ts order).
+ */
+static int64
+lq_fresh_ts(LqLock *lock, int64 since)
+{
+	int64		tick = lq_ledger_tick();
+	int64		tail = 0;
+	int64		ts;
+
+	if (!dlist_is_empty(&lock->queue))
+		tail = dlist_tail_element(LqWaiter, node, &lock->queue)->ts;
+	ts = (since > tail && since <= tick) ? since : tick;
+	return Max(ts, tail + 1);
+}
+
+/*
  * lq_waiter_create puts a waiter into a lock's queue, in ts order.  A new
  * one (spec->ts 0) gets a fresh ts, at the tail, and a client waiter a row
  * in lockq.queue; a loaded one keeps its ts (and row).  A backend waiter
@@ -871,7 +895,7 @@ lq_waiter_create(LqLock *lock, const LqWaiterSpec *spec)
 	w = hash_search(lq_waiters, &key, HASH_ENTER, &found);
 	Assert(!found);
 	w->lock = lock;
-	w->ts = fresh ? lq_ledger_tick() : spec->ts;
+	w->ts = fresh ? lq_fresh_ts(lock, spec->since) : spec->ts;
 	w->client = spec->client;
 	w->slot = spec->client ? -1 : spec->slotno;
 	w->reqid = spec->reqid;
@@ -1142,6 +1166,7 @@ lq_finish_end(LqLock *lock, int64 now)
 	}
 	lock->held = false;
 	lock->ending = false;
+	lq_hint_free(lock->lock_id);
 	lq_strfree(&lock->owner);
 	lq_strfree(&lock->channel);
 	lq_nholders--;
@@ -1424,7 +1449,8 @@ lq_apply_get(int slotno, uint64 reqid, const LqRequest *req, int64 now)
 	{
 		LqWaiterSpec spec = {.owner = req->owner, .ttl = req->ttl_us,
 		.role = req->role, .slotno = slotno, .reqid = reqid,
-		.session_pid = pid, .session_start = start};
+		.session_pid = pid, .session_start = start,
+		.since = lq_slots[slotno].submitted};
 
 		w = lq_waiter_create(lock, &spec);
 	}

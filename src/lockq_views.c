@@ -91,6 +91,7 @@ lockq_stats(PG_FUNCTION_ARGS)
 		elog(ERROR, "lockq_stats: expected %d columns, got %d",
 			 (int) LQ_STATS_NCOLS, tupdesc->natts);
 
+	lq_settle_arrivals();		/* lazy arrivals are counted */
 	memset(nulls, 0, sizeof(nulls));
 	for (i = 0; i < n; i++)
 		values[i] = Int64GetDatum((int64) pg_atomic_read_u64(&lq_shared->stats[lq_stat_columns[i]]));
@@ -153,6 +154,7 @@ lockq_waiting_backends(PG_FUNCTION_ARGS)
 	if (!lq_is_available())
 		return (Datum) 0;		/* nothing of ours in shared memory here */
 
+	lq_settle_arrivals();		/* lazy arrivals are shown queued */
 	for (i = 0; i < lq_shared->nslots; i++)
 	{
 		LqSlot	   *slot = &lq_slots[i];

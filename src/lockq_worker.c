@@ -657,6 +657,7 @@ lq_commit_batch(void)
 
 	lq_ledger_committed();
 	again = lq_outbox_publish();
+	lq_ring_settled();
 	old = MemoryContextSwitchTo(TopMemoryContext);
 	lq_recheck = list_concat(lq_recheck, again);
 	MemoryContextSwitchTo(old);
@@ -1321,7 +1322,7 @@ lq_cycle(void)
 	due = lq_next_deadline();
 	if (due > 0)
 		sleep_ms = Min(sleep_ms, Max(0, (due - now + 999) / 1000));
-	if (lq_recheck != NIL)
+	if (lq_recheck != NIL || lq_hint_lazy_stranded())
 		sleep_ms = 0;
 	/* blocked: what is due must wait; try again soon, not at once */
 	if (lq_blocked != NULL)
