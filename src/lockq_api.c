@@ -364,7 +364,7 @@ lq_wait_set(void)
  * (lq_hint_lazy_stranded).  Views wake the lock server for lazy arrivals
  * (lq_settle_arrivals), and lq_await wakes it itself when half of the
  * wait limit is left, and after LQ_LAZY_ARRIVAL_MS as a safety net.  A
- * lockq_get whose wait ends within 2 ms is never lazy.
+ * lockq_get whose wait ends within LQ_LAZY_MIN_WAIT_US is never lazy.
  */
 static bool
 lq_submit(LqSlot *slot, int slotno, LqRequest *req)
@@ -391,7 +391,8 @@ lq_submit(LqSlot *slot, int slotno, LqRequest *req)
 	SpinLockRelease(&slot->mutex);
 
 	lazy = req->op == LQ_OP_GET &&
-		(req->deadline == 0 || req->deadline > lq_clock_peek() + 2000) &&
+		(req->deadline == 0 ||
+		 req->deadline > lq_clock_peek() + LQ_LAZY_MIN_WAIT_US) &&
 		lq_hint_held_by_other(req->lock_id, req->owner);
 	if (lazy)
 		LQ_FAULT("submit-lazy-before-push");

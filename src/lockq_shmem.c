@@ -309,6 +309,9 @@ lq_wake_worker(void)
 		SetLatch(&ProcGlobal->allProcs[procno].procLatch);
 }
 
+/* Lock server only: a held hint was dropped since lq_hint_lazy_stranded. */
+static bool lq_hints_dropped = false;
+
 /*
  * Held-lock hints.  A lockq_get for a lock that somebody else holds cannot
  * be granted before that grant ends, and every end of a grant is decided
@@ -317,12 +320,11 @@ lq_wake_worker(void)
  * then takes it with the next release, usually in the same wake-up.  The
  * hints say which locks are held, by whom.  They are only hints: an entry
  * is shared by every lock id whose hash falls on it, and backends read it
- * without a lock while the lock server may be changing it.  A wrong hint
- * costs time, never correctness: a lazy arrival wakes the lock server
- * itself after LQ_LAZY_ARRIVAL_MS (lq_await).
+ * without a lock while the lock server may be changing it.  A wrong "not
+ * held" costs a wake-up; a wrong "held" is caught by the arrival reading
+ * its hint again after its push (lq_submit) and by the lock server looking
+ * at the ring again after it dropped a hint (lq_hint_lazy_stranded).
  */
-/* Lock server only: a held hint was dropped since lq_hint_lazy_stranded. */
-static bool lq_hints_dropped = false;
 
 static uint64
 lq_hint_value(const char *lock_id, const char *owner, int *index)

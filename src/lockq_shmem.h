@@ -261,6 +261,9 @@ typedef struct LqShared
  */
 #define LQ_LAZY_ARRIVAL_MS	5000
 
+/* A lockq_get whose wait limit ends sooner than this (µs) is never lazy. */
+#define LQ_LAZY_MIN_WAIT_US	2000
+
 /* The longest a view waits for lazy arrivals to be read, in milliseconds. */
 #define LQ_SETTLE_WAIT_MS	1000
 
