@@ -11,7 +11,8 @@
 #     look at the ring (it reads the hint again and wakes the lock server)
 #     or before the lock server dropped the hint (the lock server looks at
 #     the ring once more before it sleeps).  Both moments are forced with
-#     fault points; a stranded waiter would wait for the 5 s safety net.
+#     fault points; a stranded waiter would wait for the 5 s safety net;
+#   - a lazy arrival survives the lock server's restart and a failed batch.
 #
 # Copyright (c) 2026, lockq developers
 # This file is part of lockq, released under the PostgreSQL License
@@ -137,6 +138,42 @@ $h->quit;
 	is(scalar_query($node, "SELECT lockq_release('lz1', 'c')"), 't', 'c releases');
 	$b->quit;
 	$c->quit;
+}
+
+# --- the lock server is killed while a lazy arrival waits -----------------
+{
+	my $t = scalar_query($node, "SELECT lockq_try('lz5', 'h', '1 hour')");
+	ok($t > 0, 'h holds lz5');
+	my $g = start_waiter($node, 'g', "SELECT 'got:' || lockq_get('lz5', 'g');");
+	ok(waiting_in_call('g'), 'g waits, unread by the lock server');
+	my $old = worker_pid($node);
+	$node->safe_psql('postgres', "SELECT pg_terminate_backend($old)");
+	ok(wait_for_worker($node, $old), 'a new lock server runs');
+	is(queue_of($node, 'lz5'), 'g', 'it has g queued (the slots in flight are read again)');
+	my $start = time();
+	is(scalar_query($node, "SELECT lockq_release('lz5', 'h', $t)"), 't', 'h releases');
+	like(waiter_result($g, qr/(got:\d+)/), qr/^got:\d+$/, 'g is granted');
+	cmp_ok(time() - $start, '<', 2, 'at once, not at the 5 s safety net');
+	is(scalar_query($node, "SELECT lockq_release('lz5', 'g')"), 't', 'g releases');
+	$g->quit;
+}
+
+# --- the batch that ends the grant fails ------------------------------------
+{
+	my $t = scalar_query($node, "SELECT lockq_try('lz6', 'h', '1 hour')");
+	ok($t > 0, 'h holds lz6');
+	my $k = start_waiter($node, 'k', "SELECT 'got:' || lockq_get('lz6', 'k');");
+	ok(waiting_in_call('k'), 'k waits, unread by the lock server');
+	# the next batch (the one with h's release and k's request) fails once
+	$node->safe_psql('postgres', "SELECT lockq_fault_arm('batch-apply', 'error')");
+	my $start = time();
+	is(scalar_query($node, "SELECT lockq_release('lz6', 'h', $t)"), 't',
+		'h releases (applied again after the failed batch)');
+	ok(fault_fired($node, 'batch-apply'), 'the batch failed');
+	like(waiter_result($k, qr/(got:\d+)/), qr/^got:\d+$/, 'k is granted');
+	cmp_ok(time() - $start, '<', 3, 'after the retry, not at the 5 s safety net');
+	is(scalar_query($node, "SELECT lockq_release('lz6', 'k')"), 't', 'k releases');
+	$k->quit;
 }
 
 # --- nothing is left behind -------------------------------------------------
