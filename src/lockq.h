@@ -52,6 +52,7 @@
 #define LQ_SCHEMA			"lockq"
 #define LQ_OWNERS_TABLE		"owners"
 #define LQ_OWNERS_PKEY		"owners_pkey"
+#define LQ_QUEUE_TABLE		"queue"
 #define LQ_TOKEN_SEQ		"token_seq"
 #define LQ_CLOCK_SEQ		"clock_seq"
 #define LQ_UNSETTLED_TABLE	"unsettled"

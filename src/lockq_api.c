@@ -48,6 +48,7 @@
 #include "lockq_clock.h"
 #include "lockq_fault.h"
 #include "lockq_grants.h"
+#include "lockq_maint.h"
 #include "lockq_guc.h"
 #include "lockq_policy.h"
 #include "lockq_shmem.h"
@@ -70,6 +71,15 @@ PG_FUNCTION_INFO_V1(lockq_session_owner);
 
 /* How long an interrupted call waits for the worker to confirm the cancel. */
 #define LQ_CANCEL_WAIT_MS	10000
+
+/*
+ * A wait with a limit (lockq_get's timeout, lockq_await's) that the lock
+ * server has not answered LQ_SELF_TIMEOUT_GRACE_US after the limit gives up
+ * by itself (lq_await), and then waits at most LQ_SELF_TIMEOUT_ACK_MS for
+ * the lock server to confirm the withdrawal.
+ */
+#define LQ_SELF_TIMEOUT_GRACE_US	(100 * 1000)
+#define LQ_SELF_TIMEOUT_ACK_MS		250
 
 /* Per-backend state. */
 static int	lq_db_checked = 0;	/* 0 unknown, 1 right database, -1 wrong */
@@ -249,13 +259,14 @@ lq_attach(void)
  * confirm, so that the entry is gone by the time the error reaches the
  * client.  On exit lq_session_exit does the rest and nobody waits.
  */
+static void lq_withdraw(int slotno, int wait_ms);
+
 static void
 lq_call_cleanup(int code, Datum arg)
 {
 	int			slotno = DatumGetInt32(arg);
 	LqSlot	   *slot = &lq_slots[slotno];
 	bool		pending = false;
-	int			waited = 0;
 
 	SpinLockAcquire(&slot->mutex);
 	if (slot->state == LQ_SLOT_PENDING || slot->state == LQ_SLOT_ACTIVE ||
@@ -266,18 +277,31 @@ lq_call_cleanup(int code, Datum arg)
 	}
 	SpinLockRelease(&slot->mutex);
 
-	if (!pending)
-		return;
+	if (pending)
+		lq_withdraw(slotno, proc_exit_inprogress ? 0 : LQ_CANCEL_WAIT_MS);
+}
+
+/*
+ * lq_withdraw hands a request that its backend gave up on (cancel_requested
+ * is set) to the lock server, which withdraws the wait or undoes a grant
+ * that came with it, and waits up to wait_ms, without servicing
+ * interrupts, for the slot to be IDLE again.  A lock server that does not
+ * confirm in time confirms later: the session's next call waits for that
+ * (lq_wait_idle).
+ */
+static void
+lq_withdraw(int slotno, int wait_ms)
+{
+	LqSlot	   *slot = &lq_slots[slotno];
+	int			waited = 0;
 
 	lq_ring_push(lq_entry_request(slotno));
 	lq_wake_worker();
 
-	if (proc_exit_inprogress)
-		return;
-
-	while (waited < LQ_CANCEL_WAIT_MS)
+	while (waited < wait_ms)
 	{
 		bool		acked;
+		int			step = Min(wait_ms - waited, 50);
 
 		SpinLockAcquire(&slot->mutex);
 		acked = (slot->state == LQ_SLOT_IDLE);
@@ -286,9 +310,9 @@ lq_call_cleanup(int code, Datum arg)
 			break;
 
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 100, PG_WAIT_EXTENSION);
+						 step, PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
-		waited += 100;
+		waited += step;
 	}
 }
 
@@ -415,6 +439,47 @@ lq_submit(LqSlot *slot, int slotno, LqRequest *req)
 }
 
 /*
+ * lq_give_up ends a wait that its limit has passed while the lock server
+ * did not answer (it normally answers at the limit itself, in the same
+ * decision as any grant): a lock server that is restarting, cannot load
+ * its state, or waits for a synchronous standby that is gone must not keep
+ * the caller past the limit it asked for.  Unless the answer has just
+ * arrived (false: the caller reads it), the request is withdrawn as a
+ * cancel is (lq_withdraw; a grant that comes with it is handed back), the
+ * server log says why, and *res becomes a timeout whose message says what
+ * the lock server was doing.
+ */
+static bool
+lq_give_up(LqSlot *slot, const LqRequest *req, LqResult *res)
+{
+	const char *doing = NULL;
+	int			pid;
+
+	SpinLockAcquire(&slot->mutex);
+	if (slot->state == LQ_SLOT_DONE)
+	{
+		SpinLockRelease(&slot->mutex);
+		return false;
+	}
+	slot->cancel_requested = true;
+	SpinLockRelease(&slot->mutex);
+	lq_withdraw(lq_my_slotno(), LQ_SELF_TIMEOUT_ACK_MS);
+
+	pid = lq_shared->worker_pid;
+	if (pid != 0)
+		doing = pgstat_get_backend_current_activity(pid, false);
+	memset(res, 0, sizeof(LqResult));
+	res->status = LQ_ST_TIMEOUT;
+	snprintf(res->message, sizeof(res->message),
+			 "The lock server did not answer by the end of the wait (%s).",
+			 pid == 0 ? "it is not running" : doing);
+	ereport(LOG,
+			(errmsg("lockq wait for lock \"%s\" ended at its limit without an answer from the lock server", req->lock_id),
+			 errdetail_internal("%s", res->message)));
+	return true;
+}
+
+/*
  * lq_await sleeps until the lock server has answered the request in slot
  * and returns the answer.  Interruptible (the caller sets up the cleanup);
  * a client that disconnects ends the session at once (FATAL), so that it
@@ -428,6 +493,11 @@ lq_await(LqSlot *slot, const LqRequest *req, bool lazy)
 	WaitEventSet *set = lq_wait_set();
 	LqResult	res;
 	TimestampTz kick_at = 0;
+	int64		give_up_at = 0;
+
+	/* a wait with a limit ends by it, whatever the lock server does */
+	if (req->deadline != 0 && (req->op == LQ_OP_GET || req->op == LQ_OP_AWAIT))
+		give_up_at = req->deadline + LQ_SELF_TIMEOUT_GRACE_US;
 
 	if (lazy)
 	{
@@ -470,6 +540,21 @@ lq_await(LqSlot *slot, const LqRequest *req, bool lazy)
 			}
 			else
 				timeout = left;
+		}
+		if (!done && give_up_at != 0)
+		{
+			int64		left_us = give_up_at - lq_clock_peek();
+
+			if (left_us <= 0 && lq_give_up(slot, req, &res))
+				break;
+			if (left_us > 0)
+			{
+				long		left_ms = (long) Min((left_us + 999) / 1000, LONG_MAX);
+
+				timeout = timeout < 0 ? left_ms : Min(timeout, left_ms);
+			}
+			else
+				continue;		/* answered meanwhile: read it */
 		}
 		if (done)
 		{
@@ -875,7 +960,8 @@ lockq_get(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
 				 errmsg("could not obtain lock \"%s\" within the timeout",
-						req.lock_id)));
+						req.lock_id),
+				 res.message[0] != '\0' ? errdetail_internal("%s", res.message) : 0));
 	lq_raise_if_error(&res);
 	Assert(res.status == LQ_ST_GRANTED);
 	if (req.session_owner)
@@ -1391,6 +1477,7 @@ lq_process_utility(PlannedStmt *pstmt, const char *queryString,
 	Node	   *parsetree = pstmt->utilityStmt;
 	bool		top = (lq_nesting == 0);
 
+	lq_maint_check_utility(parsetree);
 	if (top)
 		lq_stmt_seq++;
 	lq_nesting++;

@@ -121,7 +121,7 @@ void
 lq_store_prepare(void)
 {
 	lq_owners_rel = lq_relid(LQ_OWNERS_TABLE);
-	lq_queue_rel = lq_relid("queue");
+	lq_queue_rel = lq_relid(LQ_QUEUE_TABLE);
 	lq_token_seq = lq_relid(LQ_TOKEN_SEQ);
 	lq_clock_seq = lq_relid(LQ_CLOCK_SEQ);
 	lq_unsettled_rel = lq_relid(LQ_UNSETTLED_TABLE);
@@ -206,6 +206,79 @@ lq_store_try_lock(LqLockFailure *fail)
 			return false;
 	}
 	return true;
+}
+
+/*
+ * The files the lock server's remembered row addresses (TIDs) point into:
+ * those of lockq.owners, lockq.queue and lockq.unsettled when the state was
+ * loaded.  A rewrite (VACUUM FULL, CLUSTER, SET TABLESPACE, a swap of the
+ * file by a tool) gives a table a new file with its rows at new places.
+ */
+static RelFileNode lq_loaded_files[3];
+
+static void
+lq_state_relids(Oid *relids)
+{
+	relids[0] = lq_owners_rel;
+	relids[1] = lq_queue_rel;
+	relids[2] = lq_unsettled_rel;
+}
+
+/*
+ * lq_current_file returns the file of relid as of this transaction.  The
+ * caller holds a lock on relid, so no rewrite can come between (and the
+ * invalidations of an earlier one were read when the lock was taken).
+ */
+static RelFileNode
+lq_current_file(Oid relid)
+{
+	Relation	rel = relation_open(relid, NoLock);
+	RelFileNode node = rel->rd_node;
+
+	relation_close(rel, NoLock);
+	return node;
+}
+
+/*
+ * lq_store_note_files remembers the tables' files, when the state (and with
+ * it every row address) is loaded, under the locks of lq_store_try_lock.
+ */
+void
+lq_store_note_files(void)
+{
+	Oid			relids[3];
+	int			i;
+
+	lq_state_relids(relids);
+	for (i = 0; i < lengthof(relids); i++)
+		lq_loaded_files[i] = lq_current_file(relids[i]);
+}
+
+/*
+ * lq_store_rewritten tells whether any of the tables was rewritten since the
+ * state was loaded: then every remembered row address is stale (a delete
+ * there would hit another grant's row), and the state must be loaded anew
+ * before anything is written.  Takes RowExclusiveLock on the tables (kept
+ * to the end of the transaction, as writing them would take it), waiting
+ * if need be; a batch has them already (lq_store_try_lock).
+ */
+bool
+lq_store_rewritten(void)
+{
+	Oid			relids[3];
+	int			i;
+
+	lq_state_relids(relids);
+	for (i = 0; i < lengthof(relids); i++)
+	{
+		RelFileNode node;
+
+		LockRelationOid(relids[i], RowExclusiveLock);
+		node = lq_current_file(relids[i]);
+		if (!RelFileNodeEquals(node, lq_loaded_files[i]))
+			return true;
+	}
+	return false;
 }
 
 static void
@@ -405,8 +478,8 @@ lq_store_queue_insert(const LqQueueRow *row, ItemPointer tid)
 	HeapTuple	tup;
 
 	lq_open_queue();
-	lq_check_positive("queue", "ttl", row->ttl);
-	lq_check_positive("queue", "heartbeat", row->heartbeat);
+	lq_check_positive(LQ_QUEUE_TABLE, "ttl", row->ttl);
+	lq_check_positive(LQ_QUEUE_TABLE, "heartbeat", row->heartbeat);
 	memset(nulls, 0, sizeof(nulls));
 	values[0] = lq_text(row->lock_id);
 	values[1] = Int64GetDatum(row->ts);

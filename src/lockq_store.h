@@ -85,6 +85,8 @@ extern bool lq_store_installed(Oid *extoid);
 extern void lq_store_prepare(void);
 extern Oid	lq_store_owners_relid(void);
 extern bool lq_store_try_lock(LqLockFailure *fail);
+extern void lq_store_note_files(void);
+extern bool lq_store_rewritten(void);
 extern void lq_store_end_batch(bool commit);
 extern void lq_store_owner_insert(const LqOwnerRow *row, ItemPointer tid);
 extern LqEndResult lq_store_owner_end(ItemPointer tid);

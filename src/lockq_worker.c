@@ -440,7 +440,10 @@ lq_cmp_arrival(const ListCell *a, const ListCell *b)
  * order: a slot's quick releases come before its request, as they were
  * made before it.  A request left ACTIVE but not queued was taken by a
  * previous worker (or a failed batch) and never committed: it goes back to
- * PENDING to be applied again.
+ * PENDING to be applied again.  Not when the current batch has answered it
+ * already: loading the state fires the timers that came due while no lock
+ * server ran, and a lease's end hands the lock to a waiting backend, whose
+ * answer is staged for its ACTIVE slot (TAP 034_rebuild_answers).
  */
 static List *
 lq_slots_in_flight(void)
@@ -456,7 +459,8 @@ lq_slots_in_flight(void)
 		bool		busy;
 
 		SpinLockAcquire(&slot->mutex);
-		if (slot->state == LQ_SLOT_ACTIVE && !lq_state_is_waiting(i, slot->reqid))
+		if (slot->state == LQ_SLOT_ACTIVE &&
+			!lq_state_is_waiting(i, slot->reqid) && !lq_outbox_answered(i))
 			slot->state = LQ_SLOT_PENDING;
 		busy = slot->state != LQ_SLOT_FREE &&
 			(slot->state != LQ_SLOT_IDLE || slot->session_ended ||
@@ -858,6 +862,7 @@ lq_recover_state(void)
 	lq_spi_connect();
 	lq_store_prepare();
 	lq_lock_or_raise();
+	lq_store_note_files();
 	now = lq_ledger_start(!lq_shared->started);
 	delays = lq_ledger_load(now);
 	lq_state_load(now, delays);
@@ -945,6 +950,28 @@ lq_recover(void)
 }
 
 /*
+ * lq_abandon_batch gives up the batch in progress, before it changed
+ * anything, because the state must be loaded anew: the extension was
+ * dropped or created again, or (rewritten) a table was rewritten and the
+ * rows' addresses are stale (lq_store_rewritten).  The requests it drained
+ * are still PENDING in their slots, and the recovery scan finds them.
+ */
+static void
+lq_abandon_batch(bool rewritten)
+{
+	AbortCurrentTransaction();
+	lq_discard_batch();
+	lq_report_waiting();
+	if (rewritten)
+		ereport(LOG,
+				(errmsg("lockq's tables were rewritten, reloading the lock state"),
+				 errdetail("VACUUM FULL, CLUSTER or another command gave a table of lockq a new file.")));
+	else
+		ereport(LOG, (errmsg("lockq extension changed, reloading the lock state")));
+	lq_need_recover = true;
+}
+
+/*
  * lq_careful_step handles the slots in flight one transaction each, after
  * an error.  A slot whose transaction fails again gets the error as its
  * answer, and the state is rebuilt before going on.
@@ -961,6 +988,7 @@ lq_careful_step(void)
 		LqEntry		entry = lfirst_int(lc);
 		int			slotno = lq_entry_slot(entry);
 		volatile bool failed = false;
+		volatile bool rewritten = false;
 		ErrorData  *edata = NULL;
 
 		lq_begin_batch();
@@ -968,8 +996,12 @@ lq_careful_step(void)
 		{
 			if (lq_extension_changed())
 				elog(ERROR, "lockq extension changed during recovery");
-			lq_handle_entry(entry, lq_clock_peek());
-			lq_commit_batch();
+			rewritten = lq_store_rewritten();
+			if (!rewritten)
+			{
+				lq_handle_entry(entry, lq_clock_peek());
+				lq_commit_batch();
+			}
 		}
 		PG_CATCH();
 		{
@@ -978,6 +1010,11 @@ lq_careful_step(void)
 		}
 		PG_END_TRY();
 
+		if (rewritten)
+		{
+			lq_abandon_batch(true);
+			break;
+		}
 		if (failed)
 		{
 			if (lq_entry_is_quick(entry))
@@ -1058,9 +1095,10 @@ lq_plan_batch(LqBatchPlan *plan)
  * transaction locks lockq's tables, only what needs no table is done (see
  * lq_handle_slot); otherwise timers that came due before the requests go
  * first, then the requests in arrival order, the timers again, deferred
- * hand-offs, and the settling of unsettled locks.
+ * hand-offs, and the settling of unsettled locks.  Returns false, having
+ * done nothing, when a table was rewritten since the state was loaded.
  */
-static void
+static bool
 lq_apply_batch(const LqBatchPlan *plan)
 {
 	ListCell   *lc;
@@ -1072,8 +1110,10 @@ lq_apply_batch(const LqBatchPlan *plan)
 		lq_state_run_wait_timeouts(plan->now);
 		foreach(lc, plan->entries)
 			lq_handle_entry(lfirst_int(lc), plan->now);
-		return;
+		return true;
 	}
+	if (lq_store_rewritten())
+		return false;
 	if (plan->now + LQ_CLOCK_MARGIN_US > lq_clock_ceiling())
 		lq_ledger_extend_clock(plan->now);
 	lq_state_run_timers(plan->now);
@@ -1089,6 +1129,7 @@ lq_apply_batch(const LqBatchPlan *plan)
 		lq_fence_gen_seen = plan->fence_gen;
 	}
 	lq_ledger_settle_markers(plan->now);
+	return true;
 }
 
 /*
@@ -1102,7 +1143,7 @@ lq_batch(void)
 	MemoryContext ccxt = CurrentMemoryContext;
 	LqBatchPlan plan;
 	volatile bool failed = false;
-	volatile bool changed = false;
+	volatile int reload = 0;	/* 1: extension changed, 2: rewritten */
 	ErrorData  *edata = NULL;
 
 	if (!lq_plan_batch(&plan))
@@ -1113,12 +1154,11 @@ lq_batch(void)
 	PG_TRY();
 	{
 		if (lq_extension_changed())
-			changed = true;
+			reload = 1;
+		else if (!lq_apply_batch(&plan))
+			reload = 2;
 		else
-		{
-			lq_apply_batch(&plan);
 			lq_commit_batch();
-		}
 	}
 	PG_CATCH();
 	{
@@ -1128,18 +1168,9 @@ lq_batch(void)
 	PG_END_TRY();
 
 	list_free(plan.entries);
-	if (changed)
+	if (reload != 0)
 	{
-		/*
-		 * Dropped or created again: load the state anew.  The requests
-		 * drained here are still PENDING in their slots and will be found
-		 * by the recovery scan.
-		 */
-		AbortCurrentTransaction();
-		lq_discard_batch();
-		lq_report_waiting();
-		ereport(LOG, (errmsg("lockq extension changed, reloading the lock state")));
-		lq_need_recover = true;
+		lq_abandon_batch(reload == 2);
 		return false;
 	}
 	if (failed)
