@@ -428,7 +428,12 @@ lq_submit(LqSlot *slot, int slotno, LqRequest *req)
 		 * (or the entry went to another lock id), the lock server may have
 		 * looked at the ring for the last time before our entry was in it.
 		 * If the hint still says held, the end comes later, and the lock
-		 * server drains the ring before it decides it.
+		 * server drains the ring before it decides it.  The barrier keeps
+		 * the push (a store) ahead of the hint's reads; it pairs with the
+		 * one in lq_hint_lazy_stranded, between the lock server's change
+		 * of a hint and its look at the ring: one of the two sees the
+		 * other's store, and a read that sees a change in progress counts
+		 * as "not held" (lq_hint_held_by_other).
 		 */
 		pg_memory_barrier();
 		lazy = lq_hint_held_by_other(req->lock_id, req->owner);

@@ -43,6 +43,14 @@
 LqShared   *lq_shared = NULL;
 LqSlot	   *lq_slots = NULL;
 
+/* The held hints (lq_hint_*), LQ_HELD_HINTS of them. */
+static LqHeldHint *lq_hints = NULL;
+
+StaticAssertDecl(sizeof(LqHeldHint) == 128,
+				 "a held hint is 128 bytes, its head in the first 64");
+StaticAssertDecl(LQ_HINT_ID_LEN <= PG_UINT8_MAX,
+				 "a held hint's id length fits its uint8");
+
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 
@@ -70,6 +78,12 @@ lq_slots_size(void)
 	return mul_size(MaxBackends, sizeof(LqSlot));
 }
 
+static Size
+lq_hints_size(void)
+{
+	return mul_size(LQ_HELD_HINTS, sizeof(LqHeldHint));
+}
+
 /*
  * lq_shmem_request asks for our shared memory.  MaxBackends is valid here
  * (the postmaster computes it before running the request hooks).
@@ -80,7 +94,9 @@ lq_shmem_request(void)
 	if (prev_shmem_request_hook)
 		prev_shmem_request_hook();
 
-	RequestAddinShmemSpace(add_size(add_size(lq_shared_size(), lq_slots_size()),
+	RequestAddinShmemSpace(add_size(add_size(add_size(lq_shared_size(),
+													  lq_slots_size()),
+											 lq_hints_size()),
 									add_size(lq_grants_shmem_size(),
 											 lq_fault_shmem_size())));
 	lq_grants_shmem_request();
@@ -96,6 +112,7 @@ lq_shmem_startup(void)
 {
 	bool		found_shared;
 	bool		found_slots;
+	bool		found_hints;
 
 	if (prev_shmem_startup_hook)
 		prev_shmem_startup_hook();
@@ -106,6 +123,8 @@ lq_shmem_startup(void)
 								&found_shared);
 	lq_slots = ShmemInitStruct("lockq request slots", lq_slots_size(),
 							   &found_slots);
+	lq_hints = ShmemInitStruct("lockq held hints", lq_hints_size(),
+							   &found_hints);
 	lq_grants_shmem_startup();
 	lq_fault_shmem_startup();
 
@@ -135,8 +154,6 @@ lq_shmem_startup(void)
 			pg_atomic_init_u64(&lq_shared->stats[i], 0);
 		pg_atomic_init_u64(&lq_shared->queue_max, 0);
 		pg_atomic_init_u64(&lq_shared->longest_queue, 0);
-		for (i = 0; i < LQ_HELD_HINTS; i++)
-			pg_atomic_init_u64(&lq_shared->held_hint[i], 0);
 		pg_atomic_init_u64(&lq_shared->ring_settled, 0);
 		ConditionVariableInit(&lq_shared->settled_cv);
 		pg_atomic_init_u64(&lq_shared->stats_reset,
@@ -155,6 +172,15 @@ lq_shmem_startup(void)
 			lq_slots[i].pgprocno = -1;
 			ConditionVariableInit(&lq_slots[i].freed);
 		}
+	}
+
+	if (!found_hints)
+	{
+		int			i;
+
+		memset(lq_hints, 0, lq_hints_size());
+		for (i = 0; i < LQ_HELD_HINTS; i++)
+			pg_atomic_init_u32(&lq_hints[i].seq, 0);
 	}
 
 	LWLockRelease(AddinShmemInitLock);
@@ -318,38 +344,120 @@ static bool lq_hints_dropped = false;
  * by the lock server, which applies the arrival ring in order first: such
  * an arrival need not wake the lock server (lockq_api.c, lq_submit), which
  * then takes it with the next release, usually in the same wake-up.  The
- * hints say which locks are held, by whom.  They are only hints: an entry
- * is shared by every lock id whose hash falls on it, and backends read it
- * without a lock while the lock server may be changing it.  A wrong "not
- * held" costs a wake-up; a wrong "held" is caught by the arrival reading
- * its hint again after its push (lq_submit) and by the lock server looking
- * at the ring again after it dropped a hint (lq_hint_lazy_stranded).
+ * hints say which locks are held, by whom.
+ *
+ * An entry is shared by every lock id whose hash falls on it, but it names
+ * the one it is about in full, so an arrival is lazy only for the very
+ * lock id that is held: a free lock id whose hash equals that of a held
+ * one (such pairs are easy to find) is never delayed by it.  Ids longer
+ * than LQ_HINT_ID_LEN have no hint, and their arrivals are never lazy.
+ * The owner is compared by its hash: two owners with one hash only make
+ * an arrival not lazy, which costs a wake-up.
+ *
+ * The lock server is an entry's only writer, so a sequence count is all
+ * the synchronisation it needs (lq_hint_write), and backends read without
+ * a lock or a store of their own (lq_hint_held_by_other); a read that
+ * overlaps a write is not believed and means "not held".  Hints remain
+ * hints: a wrong "not held" costs a wake-up; a wrong "held" (the grant
+ * ended after the read) is caught by the arrival reading its hint again
+ * after its push (lq_submit) and by the lock server looking at the ring
+ * again after it dropped a hint (lq_hint_lazy_stranded).
  */
 
-static uint64
-lq_hint_value(const char *lock_id, const char *owner, int *index)
+/*
+ * lq_hint_entry returns the entry for lock_id and sets *len to the id's
+ * length; NULL when the id is too long to have a hint.
+ */
+static LqHeldHint *
+lq_hint_entry(const char *lock_id, size_t *len)
 {
-	uint32		lh = hash_bytes((const unsigned char *) lock_id, strlen(lock_id));
-	uint32		oh = owner == NULL ? 0 :
-		hash_bytes((const unsigned char *) owner, strlen(owner));
-
-	*index = lh % LQ_HELD_HINTS;
-	return ((uint64) lh << 32) | oh;
+	*len = strlen(lock_id);
+	if (*len == 0 || *len > LQ_HINT_ID_LEN)
+		return NULL;
+	return &lq_hints[hash_bytes((const unsigned char *) lock_id, *len) %
+					 LQ_HELD_HINTS];
 }
 
 /*
- * lq_hint_held records that owner now holds lock_id.  Lock server only.
+ * lq_hint_owner_hash is how an entry names its holder's owner: a hash is
+ * enough, as two owners taken for one only make an arrival not lazy.
+ */
+static uint32
+lq_hint_owner_hash(const char *owner)
+{
+	return hash_bytes((const unsigned char *) owner, strlen(owner));
+}
+
+/*
+ * lq_hint_is: is the entry about lock_id (len bytes)?  Exact.  Reliable in
+ * the lock server, the entry's writer; a backend must read the entry's
+ * count around it (lq_hint_held_by_other).
+ */
+static inline bool
+lq_hint_is(const LqHeldHint *h, const char *lock_id, size_t len)
+{
+	return h->id_len == len && memcmp(h->id, lock_id, len) == 0;
+}
+
+/*
+ * lq_hint_write makes an entry say that the owner whose hash is owner_hash
+ * holds lock_id (len bytes), or with len 0 that nobody holds anything on
+ * it.  Lock server only: as the only writer it needs no lock.  The count
+ * is odd on entry only if an earlier write was cut short by an error (a
+ * fault point in the test build); the entry then stays "not held" for
+ * readers until this write ends.
+ *
+ * The count is made odd before anything else changes and even again after
+ * everything has: the first write barrier keeps the odd count ahead of the
+ * entry's new contents, the second keeps the contents ahead of the even
+ * count.  A reader (lq_hint_held_by_other) reads the count, then the
+ * contents, then the count again, with read barriers in between; if it saw
+ * any of this write's contents, it sees the count changed.  The odd count
+ * is also this write's first store, which is what lq_hint_lazy_stranded's
+ * barrier orders before the lock server's look at the ring.
+ */
+static void
+lq_hint_write(LqHeldHint *h, const char *lock_id, size_t len,
+			  uint32 owner_hash)
+{
+	uint32		odd = pg_atomic_read_u32(&h->seq) | 1;
+
+	Assert(len <= LQ_HINT_ID_LEN);
+	pg_atomic_write_u32(&h->seq, odd);
+	pg_write_barrier();
+	LQ_FAULT("hint-write");
+	h->owner_hash = owner_hash;
+	h->id_len = (uint8) len;
+	memcpy(h->id, lock_id, len);
+	pg_write_barrier();
+	pg_atomic_write_u32(&h->seq, odd + 1);
+}
+
+/*
+ * lq_hint_held records that owner now holds lock_id.  An entry about
+ * another lock id is taken over (that id's arrivals are no longer lazy,
+ * and one that read its old hint must not be stranded: see
+ * lq_hint_lazy_stranded).  Nothing is recorded for an id too long for a
+ * hint.  Lock server only.
  */
 void
 lq_hint_held(const char *lock_id, const char *owner)
 {
-	int			i;
-	uint64		v = lq_hint_value(lock_id, owner, &i);
-	uint64		e = pg_atomic_read_u64(&lq_shared->held_hint[i]);
+	size_t		len;
+	LqHeldHint *h = lq_hint_entry(lock_id, &len);
+	uint32		oh;
 
-	if (e != 0 && (e >> 32) != (v >> 32))
+	if (h == NULL)
+		return;
+	oh = lq_hint_owner_hash(owner);
+	if (lq_hint_is(h, lock_id, len))
+	{
+		if (h->owner_hash == oh)
+			return;				/* says so already */
+	}
+	else if (h->id_len != 0)
 		lq_hints_dropped = true;	/* another lock id's hint is gone */
-	pg_atomic_write_u64(&lq_shared->held_hint[i], v);
+	lq_hint_write(h, lock_id, len, oh);
 }
 
 /*
@@ -359,14 +467,13 @@ lq_hint_held(const char *lock_id, const char *owner)
 void
 lq_hint_free(const char *lock_id)
 {
-	int			i;
-	uint64		v = lq_hint_value(lock_id, NULL, &i);
+	size_t		len;
+	LqHeldHint *h = lq_hint_entry(lock_id, &len);
 
-	if ((pg_atomic_read_u64(&lq_shared->held_hint[i]) >> 32) == (v >> 32))
-	{
-		pg_atomic_write_u64(&lq_shared->held_hint[i], 0);
-		lq_hints_dropped = true;
-	}
+	if (h == NULL || !lq_hint_is(h, lock_id, len))
+		return;
+	lq_hint_write(h, lock_id, 0, 0);
+	lq_hints_dropped = true;
 }
 
 /*
@@ -379,7 +486,11 @@ lq_hint_reset(void)
 	int			i;
 
 	for (i = 0; i < LQ_HELD_HINTS; i++)
-		pg_atomic_write_u64(&lq_shared->held_hint[i], 0);
+	{
+		if (lq_hints[i].id_len != 0 ||
+			pg_atomic_read_u32(&lq_hints[i].seq) % 2 != 0)
+			lq_hint_write(&lq_hints[i], "", 0, 0);
+	}
 	lq_hints_dropped = true;
 }
 
@@ -399,24 +510,58 @@ lq_hint_lazy_stranded(void)
 	if (!lq_hints_dropped)
 		return false;
 	lq_hints_dropped = false;
-	pg_memory_barrier();		/* the hint writes before the ring's read */
+
+	/*
+	 * The hint writes (each begins with its odd count) before the ring's
+	 * read.  This pairs with lq_submit's barrier between its push and its
+	 * second read of the hint: either we see its entry in the ring, or it
+	 * sees the count changed and wakes us itself.
+	 */
+	pg_memory_barrier();
 	return lq_ring_pending();
 }
 
 /*
+ * How often a backend reads an entry that the lock server is writing
+ * before it gives up and calls it "not held".
+ */
+#define LQ_HINT_READ_TRIES	3
+
+/*
  * lq_hint_held_by_other: does lock_id seem to be held by an owner other
- * than owner?  False when unsure (no entry, or the entry is another lock
- * id's), and when owner seems to hold it (a re-entrant lockq_get is
- * answered at once).
+ * than owner?  False when unsure (no entry for this lock id, an id too
+ * long for a hint, or an entry the lock server kept changing while we
+ * read it), and when owner seems to hold it (a re-entrant lockq_get is
+ * answered at once).  Takes no lock and writes nothing shared: the
+ * sequence count tells a consistent read from one that overlapped a write
+ * (see lq_hint_write for the ordering).
  */
 bool
 lq_hint_held_by_other(const char *lock_id, const char *owner)
 {
-	int			i;
-	uint64		v = lq_hint_value(lock_id, owner, &i);
-	uint64		e = pg_atomic_read_u64(&lq_shared->held_hint[i]);
+	size_t		len;
+	LqHeldHint *h = lq_hint_entry(lock_id, &len);
+	uint32		oh;
+	int			tries;
 
-	return e != 0 && (e >> 32) == (v >> 32) && e != v;
+	if (h == NULL)
+		return false;
+	oh = lq_hint_owner_hash(owner);
+	for (tries = 0; tries < LQ_HINT_READ_TRIES; tries++)
+	{
+		uint32		before;
+		uint32		after;
+		bool		held;
+
+		before = pg_atomic_read_u32(&h->seq);
+		pg_read_barrier();		/* the count before the contents */
+		held = lq_hint_is(h, lock_id, len) && h->owner_hash != oh;
+		pg_read_barrier();		/* the contents before the count */
+		after = pg_atomic_read_u32(&h->seq);
+		if (before == after && before % 2 == 0)
+			return held;
+	}
+	return false;
 }
 
 void

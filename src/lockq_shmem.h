@@ -160,8 +160,29 @@ typedef enum LqStat
 	LQ_STAT_COUNT
 } LqStat;
 
-/* Entries of LqShared.held_hint. */
+/*
+ * The held hints (lq_hint_*, lockq_shmem.c): LQ_HELD_HINTS entries in
+ * shared memory of their own, each for the lock ids whose hash falls on
+ * it.  An entry names the one lock id it is about exactly, up to
+ * LQ_HINT_ID_LEN bytes (a longer id never has a hint, so its lockq_get is
+ * never lazy), and its holder's owner by a hash.  The lock server is its
+ * only writer and changes it under a sequence count (odd while it writes);
+ * backends read it without a lock and believe what they read only if the
+ * count was even and unchanged around it.  128 bytes an entry: the count,
+ * the owner's hash, the length and the first 55 bytes of the id share the
+ * first 64 bytes, so a short id's lookup touches one cache line; 512 kB in
+ * all.
+ */
 #define LQ_HELD_HINTS	4096
+#define LQ_HINT_ID_LEN	119
+
+typedef struct LqHeldHint
+{
+	pg_atomic_uint32 seq;		/* even: stable; odd: being written */
+	uint32		owner_hash;		/* the holder's owner's hash_bytes */
+	uint8		id_len;			/* length of id; 0: nobody holds it */
+	char		id[LQ_HINT_ID_LEN]; /* the lock id, not terminated */
+} LqHeldHint;
 
 typedef struct LqShared
 {
@@ -232,13 +253,6 @@ typedef struct LqShared
 	uint64		batch_seq;
 	uint64		sealed_batch;
 	TransactionId sealed_xid;
-
-	/*
-	 * Which locks are held, as hints for lazy arrivals (lq_hint_*): an
-	 * entry is a lock id's hash (high half) and its holder's owner's hash
-	 * (low half), or 0.  Written by the lock server only.
-	 */
-	pg_atomic_uint64 held_hint[LQ_HELD_HINTS];
 
 	/*
 	 * The ring position up to which every arrival has been read and the
