@@ -33,6 +33,7 @@
 #include "libpq/libpq-be.h"
 #include "miscadmin.h"
 #include "pgstat.h"
+#include "replication/syncrep.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "storage/proc.h"
@@ -282,12 +283,42 @@ lq_call_cleanup(int code, Datum arg)
 }
 
 /*
+ * lq_server_stuck says why the lock server cannot confirm anything soon,
+ * into why (of size len), or returns false: it is not running, or it has
+ * waited more than LQ_STUCK_FLUSH_US for a batch to be flushed (a
+ * synchronous standby that is gone: it waits until the standby is back or
+ * synchronous_standby_names changes).
+ */
+#define LQ_STUCK_FLUSH_US	(1000 * 1000)
+
+static bool
+lq_server_stuck(char *why, size_t len)
+{
+	uint64		since = pg_atomic_read_u64(&lq_shared->durable_wait_since);
+	int64		waited;
+
+	if (lq_shared->worker_pid == 0)
+	{
+		snprintf(why, len, "The lock server is not running.");
+		return true;
+	}
+	waited = since == 0 ? 0 : lq_clock_peek() - (int64) since;
+	if (waited <= LQ_STUCK_FLUSH_US)
+		return false;
+	snprintf(why, len,
+			 "The lock server has waited %.1f s for its last batch to be flushed to WAL and to the synchronous standbys (synchronous_standby_names: \"%s\").",
+			 waited / 1e6, SyncRepStandbyNames ? SyncRepStandbyNames : "");
+	return true;
+}
+
+/*
  * lq_withdraw hands a request that its backend gave up on (cancel_requested
  * is set) to the lock server, which withdraws the wait or undoes a grant
  * that came with it, and waits up to wait_ms, without servicing
- * interrupts, for the slot to be IDLE again.  A lock server that does not
- * confirm in time confirms later: the session's next call waits for that
- * (lq_wait_idle).
+ * interrupts, for the slot to be IDLE again; not once the lock server
+ * cannot confirm soon (lq_server_stuck: the server log says why).  A lock
+ * server that does not confirm in time confirms later: the session's next
+ * call waits for that (lq_wait_idle).
  */
 static void
 lq_withdraw(int slotno, int wait_ms)
@@ -302,12 +333,20 @@ lq_withdraw(int slotno, int wait_ms)
 	{
 		bool		acked;
 		int			step = Min(wait_ms - waited, 50);
+		char		why[256];
 
 		SpinLockAcquire(&slot->mutex);
 		acked = (slot->state == LQ_SLOT_IDLE);
 		SpinLockRelease(&slot->mutex);
 		if (acked)
 			break;
+		if (lq_server_stuck(why, sizeof(why)))
+		{
+			ereport(LOG,
+					(errmsg("lockq call gave up without the lock server's confirmation of its cancel"),
+					 errdetail_internal("%s", why)));
+			break;
+		}
 
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 step, PG_WAIT_EXTENSION);
@@ -458,6 +497,7 @@ static bool
 lq_give_up(LqSlot *slot, const LqRequest *req, LqResult *res)
 {
 	const char *doing = NULL;
+	char		why[256];
 	int			pid;
 
 	SpinLockAcquire(&slot->mutex);
@@ -470,14 +510,20 @@ lq_give_up(LqSlot *slot, const LqRequest *req, LqResult *res)
 	SpinLockRelease(&slot->mutex);
 	lq_withdraw(lq_my_slotno(), LQ_SELF_TIMEOUT_ACK_MS);
 
-	pid = lq_shared->worker_pid;
-	if (pid != 0)
-		doing = pgstat_get_backend_current_activity(pid, false);
 	memset(res, 0, sizeof(LqResult));
 	res->status = LQ_ST_TIMEOUT;
-	snprintf(res->message, sizeof(res->message),
-			 "The lock server did not answer by the end of the wait (%s).",
-			 pid == 0 ? "it is not running" : doing);
+	pid = lq_shared->worker_pid;
+	if (lq_server_stuck(why, sizeof(why)))
+		snprintf(res->message, sizeof(res->message),
+				 "The lock server did not answer by the end of the wait. %s", why);
+	else
+	{
+		if (pid != 0)
+			doing = pgstat_get_backend_current_activity(pid, false);
+		snprintf(res->message, sizeof(res->message),
+				 "The lock server did not answer by the end of the wait (it is: %s).",
+				 doing ? doing : "?");
+	}
 	ereport(LOG,
 			(errmsg("lockq wait for lock \"%s\" ended at its limit without an answer from the lock server", req->lock_id),
 			 errdetail_internal("%s", res->message)));

@@ -155,6 +155,7 @@ lq_shmem_startup(void)
 		pg_atomic_init_u64(&lq_shared->queue_max, 0);
 		pg_atomic_init_u64(&lq_shared->longest_queue, 0);
 		pg_atomic_init_u64(&lq_shared->ring_settled, 0);
+		pg_atomic_init_u64(&lq_shared->durable_wait_since, 0);
 		ConditionVariableInit(&lq_shared->settled_cv);
 		pg_atomic_init_u64(&lq_shared->stats_reset,
 						   (uint64) GetCurrentTimestamp());

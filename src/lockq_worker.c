@@ -618,7 +618,11 @@ lq_commit(bool sync)
 		ForceSyncCommit();
 	lq_in_durable_wait = sync;
 	if (sync)
+	{
 		lq_report(STATE_RUNNING, lq_doing_flush);
+		pg_atomic_write_u64(&lq_shared->durable_wait_since,
+							(uint64) lq_clock_peek());
+	}
 	PG_TRY();
 	{
 		if (sync)
@@ -628,6 +632,7 @@ lq_commit(bool sync)
 	PG_FINALLY();
 	{
 		synchronous_commit = configured;
+		pg_atomic_write_u64(&lq_shared->durable_wait_since, 0);
 	}
 	PG_END_TRY();
 	if (sync)
@@ -1371,6 +1376,8 @@ lq_worker_detach(int code, Datum arg)
 		lq_shared->worker_procno = -1;
 	}
 	SpinLockRelease(&lq_shared->mutex);
+	/* (an exit from a durable wait does not come back to lq_commit) */
+	pg_atomic_write_u64(&lq_shared->durable_wait_since, 0);
 }
 
 /*

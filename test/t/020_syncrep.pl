@@ -7,6 +7,8 @@
 #   - A terminate ends the wait and the lock server exits without answering;
 #     the restarted one waits for the standby before it answers anyone.
 #   - A fast shutdown does not hang on the wait.
+#   - Meanwhile callers' limits hold: a lockq_get with a timeout and a call
+#     under statement_timeout return at them, and the server log says why.
 #
 # Copyright (c) 2026, lockq developers
 # This file is part of lockq, released under the PostgreSQL License
@@ -17,6 +19,7 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use Time::HiRes qw(time);
 use LockqTest;
 
 my $primary = lockq_node('primary', init => { allows_streaming => 1 });
@@ -64,6 +67,28 @@ is(scalar_query($primary, "SELECT pg_cancel_backend($w)"), 't',
 }
 $a->{run}->pump_nb();
 unlike($a->{stdout}, qr/token:/, 'and a has no answer');
+
+# Callers' own limits hold while the lock server waits (issue 21: under
+# Patroni's split brain every call hung until the standby came back).
+{
+	my $t0 = time;
+	my ($rc, $out, $err) = $primary->psql('postgres',
+		q{SELECT lockq_get('z', 'owner-z', '1 hour', timeout => '2 s')});
+	my $took = time - $t0;
+	like($err, qr/could not obtain lock "z" within the timeout/, 'a lockq_get with a timeout gets 55P03 meanwhile');
+	like($err, qr/synchronous standbys/, 'its detail says the lock server waits for the standbys');
+	cmp_ok($took, '<', 4, "at its timeout (2 s: ${took}s)");
+	$t0 = time;
+	($rc, $out, $err) = $primary->psql('postgres',
+		q{SET statement_timeout = '2s'; SELECT lockq_try('z2', 'owner-z', '1 hour')});
+	$took = time - $t0;
+	like($err, qr/statement timeout/, 'a lockq_try ends at statement_timeout');
+	cmp_ok($took, '<', 4, "without waiting for the lock server to confirm (2 s: ${took}s)");
+	ok($primary->log_contains('lockq call gave up without the lock server\'s confirmation of its cancel', $log_offset),
+		'the server log says so');
+	ok($primary->log_contains('for its last batch to be flushed to WAL and to the synchronous standbys', $log_offset),
+		'and why');
+}
 is(scalar_query($primary, "SELECT pg_terminate_backend($w)"), 't',
 	'the lock server is sent a terminate');
 ok($primary->poll_query_until('postgres', qq{
