@@ -92,15 +92,15 @@ SELECT lockq_release('sec-4', 'a4') AS after_grant;
 RESET ROLE;
 
 -- Overloading: a role that may create a function in any schema on the
--- caller's search_path can catch unqualified calls whose arguments match
--- its function better, e.g. an integer literal token: bob plants
--- lockq_release(text, text, integer) in a schema he owns, after public.
+-- caller's search_path can catch unqualified calls that its function
+-- matches better, or as well from a schema ahead of lockq's: bob plants
+-- lockq_release(text, text, bigint) in a schema he owns, after public.
 -- lockq's functions live in the schema lockq, where nobody else can
 -- create anything: qualified calls (README.md) always reach them.
 CREATE SCHEMA lq_bobs AUTHORIZATION lq_bob;
 SET ROLE lq_bob;
 GRANT USAGE ON SCHEMA lq_bobs TO PUBLIC;
-CREATE FUNCTION lq_bobs.lockq_release(lock_id text, owner text, token integer)
+CREATE FUNCTION lq_bobs.lockq_release(lock_id text, owner text, token bigint)
 RETURNS boolean LANGUAGE sql AS $$ SELECT true $$;
 RESET ROLE;
 SET ROLE lq_alice;
@@ -108,8 +108,8 @@ SELECT lq_err($$CREATE FUNCTION lockq.lockq_release(lock_id text, owner text, to
 	RETURNS boolean LANGUAGE sql AS 'SELECT false'$$) AS alice_cannot_plant;
 SELECT lockq_try('sec-5', 'a5', '1 hour') AS tok5 \gset
 SET search_path = public, lq_bobs, lockq;
--- unqualified, with an integer literal: bob's function answers, and lies
-SELECT lockq_release('sec-5', 'a5', :tok5) AS unqualified_int_literal;
+-- unqualified: bob's function answers, and lies
+SELECT lockq_release('sec-5', 'a5', :tok5) AS unqualified;
 SELECT count(*) AS still_held FROM lockq.lockq_locks WHERE lock_id = 'sec-5';
 -- qualified: lockq's own, whatever the search_path
 SELECT lockq.lockq_release('sec-5', 'a5', 1) AS qualified_wrong_token;

@@ -477,13 +477,29 @@ lq_ledger_tick(void)
 }
 
 /*
- * lq_ledger_next_token issues a fencing token: one above the last, raising
+ * lq_ledger_next_token issues a fencing token: one above the last and at
+ * least the clock (lockq time, microseconds since the Unix epoch), raising
  * the durable ceiling first when the reserve is used up.
+ *
+ * The clock is the token floor because durable state can go back without
+ * the lock server being told: a dump restored into a new cluster, a base
+ * backup restored or recovered to an earlier point in time, a standby
+ * promoted while it was behind.  Their sequences and state file hold the
+ * ceiling of an earlier moment, so tokens issued since would be issued
+ * again; the clock does not go back with them: it continues real time in
+ * this boot (the state file's offset) and starts at the wall clock
+ * otherwise.  A token issued at time t is at most t plus the reserve (it
+ * runs ahead of the clock only after a crash, by less than
+ * LQ_TOKEN_RESERVE, or above a million grants a second), so a token
+ * issued after any restore is above every token issued before, as long as
+ * the restored server's clock is more than that reserve (5 s) past the
+ * last grant of the old history: DESIGN.md, "Tokens and the state file".
  */
 int64
 lq_ledger_next_token(void)
 {
-	int64		token = (int64) pg_atomic_read_u64(&lq_shared->token_high) + 1;
+	int64		token = Max((int64) pg_atomic_read_u64(&lq_shared->token_high) + 1,
+							lq_clock_peek());
 
 	if (token > Max(lq_shared->token_ceiling, lq_pending_token))
 	{

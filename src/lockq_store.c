@@ -46,6 +46,7 @@
 #include "commands/sequence.h"
 #include "executor/spi.h"
 #include "executor/tuptable.h"
+#include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "storage/bufmgr.h"
 #include "storage/lmgr.h"
@@ -601,6 +602,30 @@ lq_store_token_write(int64 ceiling)
 	lq_setval(lq_token_seq, ceiling);
 }
 
+static int64 lq_getint64(HeapTuple tup, TupleDesc desc, int col, int64 dflt);
+
+/*
+ * lq_settle_list runs query (a count and a list, with lq_store_settle's
+ * arguments) and returns the count, the list cut to about 1 kB in *list.
+ */
+static int64
+lq_settle_list(const char *query, Oid *types, Datum *values, char **list)
+{
+	char	   *s;
+
+	if (SPI_execute_with_args(query, 3, types, values, NULL, false, 1) != SPI_OK_SELECT ||
+		SPI_processed != 1)
+		elog(ERROR, "could not list what lockq settles after a restart");
+	s = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
+	if (s != NULL && strlen(s) > 1024)
+	{
+		s[pg_mbcliplen(s, strlen(s), 1024)] = '\0';
+		s = psprintf("%s...", s);
+	}
+	*list = s;
+	return lq_getint64(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, 0);
+}
+
 /*
  * lq_store_settle runs once when the lock server starts with shared memory
  * made anew (a server start, a crash restart, a promotion), before it
@@ -662,10 +687,21 @@ lq_store_settle(int64 now, bool continuous, int64 low)
 		"  AND hold_until OPERATOR(pg_catalog.<=) $1"
 	};
 	int			i;
+	int64		nended;
+	int64		ndelayed;
+	char	   *ended;
+	char	   *delayed;
 
 	values[0] = Int64GetDatum(now);
 	values[1] = BoolGetDatum(continuous);
 	values[2] = Int64GetDatum(low);
+	nended = lq_settle_list("SELECT count(*), pg_catalog.string_agg(s, ', ') FROM"
+							" (SELECT o.lock_id || ' (token ' || o.token || ')' AS s"
+							"   FROM lockq.owners o JOIN lockq.unsettled u"
+							"     ON o.lock_id OPERATOR(pg_catalog.=) u.lock_id"
+							"  WHERE o.ttl OPERATOR(pg_catalog.<=) u.fence_ttl"
+							"  ORDER BY o.lock_id) l",
+							types, values, &ended);
 	for (i = 0; i < lengthof(steps); i++)
 	{
 		int			rc = SPI_execute_with_args(steps[i], 3, types, values, NULL,
@@ -674,6 +710,23 @@ lq_store_settle(int64 now, bool continuous, int64 low)
 		if (rc < 0)
 			elog(ERROR, "could not settle lockq's state after a restart (step %d)", i + 1);
 	}
+	ndelayed = lq_settle_list("SELECT count(*), pg_catalog.string_agg(lock_id, ', ') FROM"
+							  " (SELECT lock_id FROM lockq.unsettled"
+							  "   WHERE greatest(delay_until, hold_until) OPERATOR(pg_catalog.>) $1"
+							  "   ORDER BY lock_id) l",
+							  types, values, &delayed);
+	if (nended > 0)
+		ereport(LOG,
+				(errmsg_plural("lockq ended %lld grant whose end may have been shown before it was flushed",
+							   "lockq ended %lld grants whose end may have been shown before it was flushed",
+							   nended, (long long) nended),
+				 errdetail("Locks and tokens: %s.", ended)));
+	if (ndelayed > 0)
+		ereport(LOG,
+				(errmsg_plural("lockq delays %lld lock until every lease that may have been lost or may still be counted on has ended",
+							   "lockq delays %lld locks until every lease that may have been lost or may still be counted on has ended",
+							   ndelayed, (long long) ndelayed),
+				 errdetail("Locks: %s.", delayed)));
 }
 
 static char *

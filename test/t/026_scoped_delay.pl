@@ -66,6 +66,10 @@ my $left = scalar_query($node,
 note "the hot lock is delayed for ${left}s more";
 is(scalar_query($node, 'SELECT delayed_locks FROM lockq_stats'), '1',
 	'one lock is delayed: the hot one');
+ok($node->log_contains(qr/LOG:  lockq delays 1 lock until every lease that may have been lost.*\n.*DETAIL:  Locks: hot\./),
+	'the log names it');
+ok($node->log_contains(qr/LOG:  lockq ended 1 grant whose end may have been shown before it was flushed\n.*DETAIL:  Locks and tokens: hot \(token \d+\)\./),
+	'and the grant of it that the crash ended');
 cmp_ok($left, '<=', $ttl + $slack, 'for no longer than its lease and the slack');
 is(scalar_query($node, q{SELECT lockq_try('hot', 'c') IS NULL}), 't',
 	'nothing is granted on it meanwhile');
