@@ -47,6 +47,12 @@ ok($node->poll_query_until('postgres',
 my $hot_token = scalar_query($node,
 	q{SELECT max(token) FROM lockq_locks WHERE lock_id = 'hot'});
 
+# A second lock, e, is released and taken again with short leases just
+# before the crash: its grant is one the crash must end (the hot lock may
+# be between two holders at that moment).
+my $te = scalar_query($node, q{SELECT lockq_try('e', 'e1', '2 seconds')});
+scalar_query($node, qq{SELECT lockq_release('e', 'e1', $te)});
+$te = scalar_query($node, q{SELECT lockq_try('e', 'e2', '2 seconds')});
 crash_restart($node);
 my $t_up = time();
 end_session($_) for @loop;
@@ -64,12 +70,13 @@ cmp_ok($t_idle, '<', 1, 'within 1 s of the restart');
 my $left = scalar_query($node,
 	'SELECT extract(epoch FROM grace_until) - lockq_now() / 1000000.0 FROM lockq_stats');
 note "the hot lock is delayed for ${left}s more";
-is(scalar_query($node, 'SELECT delayed_locks FROM lockq_stats'), '1',
-	'one lock is delayed: the hot one');
-ok($node->log_contains(qr/LOG:  lockq delays 1 lock until every lease that may have been lost.*\n.*DETAIL:  Locks: hot\./),
-	'the log names it');
-ok($node->log_contains(qr/LOG:  lockq ended 1 grant whose end may have been shown before it was flushed\n.*DETAIL:  Locks and tokens: hot \(token \d+\)\./),
-	'and the grant of it that the crash ended');
+is(scalar_query($node, 'SELECT delayed_locks FROM lockq_stats'), '2',
+	'two locks are delayed: the hot one and e');
+ok($node->log_contains(qr/LOG:  lockq delays 2 locks until every lease that may have been lost.*\n.*DETAIL:  Locks: e, hot\./),
+	'the log names them');
+ok($node->log_contains(qr/LOG:  lockq ended \d+ grants? whose end may have been shown before it was flushed\n.*DETAIL:  Locks and tokens: e \(token $te\)/),
+	"and e's grant, which the crash ended");
+is(scalar_query($node, "SELECT lockq_holds('e', $te)"), 'f', "e's grant is ended");
 cmp_ok($left, '<=', $ttl + $slack, 'for no longer than its lease and the slack');
 is(scalar_query($node, q{SELECT lockq_try('hot', 'c') IS NULL}), 't',
 	'nothing is granted on it meanwhile');
