@@ -55,11 +55,20 @@
 
 /*
  * A deadline in a timer heap: a lease end, or a waiter's deadline.  There
- * are two heaps: lq_wait_timers holds the timeouts of waiting lockq_get
- * calls, whose firing touches nothing but memory, so that they fire even
- * while lockq's tables cannot be written (see lockq_worker.c); lq_timers
- * holds the rest.
+ * are two kinds of heap: lq_wait_timers holds the timeouts of waiting
+ * lockq_get calls, whose firing touches nothing but memory, so that they
+ * fire even while lockq's tables cannot be written (see lockq_worker.c);
+ * the rest are in one heap per role (LqTimerGroup: the grant's or the
+ * waiter's role; delays after a restart in a group of their own), and
+ * lq_timers orders the groups by their earliest deadline.  A batch fires
+ * the due timers of the groups in turns, a slice each, and at most
+ * LQ_TIMERS_PER_BATCH (lq_state_run_timers), so that one role's wave of
+ * expiries delays another role's hand-offs by a slice, not by the wave.
  */
+#define LQ_TIMER_SLICE			32
+#define LQ_TIMERS_PER_BATCH		256
+
+typedef struct LqTimerGroup LqTimerGroup;
 typedef enum LqTimerKind
 {
 	LQ_TIMER_LEASE,				/* LqLock.lease: the grant's lease ends */
@@ -74,7 +83,21 @@ typedef struct LqTimer
 	bool		armed;
 	LqTimerKind kind;
 	bool		memory_only;	/* in lq_wait_timers */
+	LqTimerGroup *group;		/* else: the group whose heap it is in */
 } LqTimer;
+
+/* The armed timers of one role (see above). */
+struct LqTimerGroup
+{
+	Oid			role;			/* hash key, must be first */
+	pairingheap *heap;
+	pairingheap_node ph;		/* in lq_timers, while queued */
+	int64		first_at;		/* its earliest deadline, while queued */
+	bool		queued;			/* in lq_timers (not while it has no timer,
+								 * nor during its turn in
+								 * lq_state_run_timers) */
+	bool		in_turn;
+};
 
 typedef struct LqWaiter LqWaiter;
 
@@ -207,8 +230,11 @@ typedef enum LqEndReason
 static MemoryContext lq_state_cxt = NULL;
 static HTAB *lq_locks = NULL;
 static HTAB *lq_waiters = NULL;
-static pairingheap *lq_timers = NULL;
+static pairingheap *lq_timers = NULL;	/* of LqTimerGroup */
+static HTAB *lq_timer_groups = NULL;	/* LqTimerGroup by role */
 static pairingheap *lq_wait_timers = NULL;
+static bool lq_tables_blocked = false;	/* lq_state_run_wait_timeouts:
+										 * only memory may be touched */
 static dlist_head lq_deferred;
 static LqSession *lq_sessions = NULL;
 static int64 lq_nwaiters = 0;
@@ -253,29 +279,18 @@ lq_timer_cmp(const pairingheap_node *a, const pairingheap_node *b, void *arg)
 	return 0;
 }
 
-static pairingheap *
-lq_timer_heap(const LqTimer *t)
+/* lq_timers orders the groups by their earliest deadline, reversed too. */
+static int
+lq_group_cmp(const pairingheap_node *a, const pairingheap_node *b, void *arg)
 {
-	return t->memory_only ? lq_wait_timers : lq_timers;
-}
+	const LqTimerGroup *ga = pairingheap_const_container(LqTimerGroup, ph, a);
+	const LqTimerGroup *gb = pairingheap_const_container(LqTimerGroup, ph, b);
 
-static void
-lq_timer_disarm(LqTimer *t)
-{
-	if (t->armed)
-	{
-		pairingheap_remove(lq_timer_heap(t), &t->ph);
-		t->armed = false;
-	}
-}
-
-static void
-lq_timer_arm(LqTimer *t, int64 at)
-{
-	lq_timer_disarm(t);
-	t->at = at;
-	pairingheap_add(lq_timer_heap(t), &t->ph);
-	t->armed = true;
+	if (ga->first_at < gb->first_at)
+		return 1;
+	if (ga->first_at > gb->first_at)
+		return -1;
+	return 0;
 }
 
 /* The earliest armed timer of a heap, or NULL. */
@@ -285,6 +300,100 @@ lq_timer_first(pairingheap *heap)
 	if (pairingheap_is_empty(heap))
 		return NULL;
 	return pairingheap_container(LqTimer, ph, pairingheap_first(heap));
+}
+
+/*
+ * lq_group_requeue puts a group back in lq_timers at its earliest deadline
+ * (out of it while it has no timer, or while it has its turn).
+ */
+static void
+lq_group_requeue(LqTimerGroup *g)
+{
+	LqTimer    *first;
+
+	if (g->queued)
+	{
+		pairingheap_remove(lq_timers, &g->ph);
+		g->queued = false;
+	}
+	first = lq_timer_first(g->heap);
+	if (first == NULL || g->in_turn)
+		return;
+	g->first_at = first->at;
+	pairingheap_add(lq_timers, &g->ph);
+	g->queued = true;
+}
+
+/* lq_timer_group returns the group of role, made on first use. */
+static LqTimerGroup *
+lq_timer_group(Oid role)
+{
+	bool		found;
+	LqTimerGroup *g = hash_search(lq_timer_groups, &role, HASH_ENTER, &found);
+
+	if (!found)
+	{
+		MemoryContext old = MemoryContextSwitchTo(lq_state_cxt);
+
+		g->heap = pairingheap_allocate(lq_timer_cmp, NULL);
+		g->queued = false;
+		g->in_turn = false;
+		MemoryContextSwitchTo(old);
+	}
+	return g;
+}
+
+static void lq_timer_role_of(const LqTimer *t, Oid *role);
+
+static void
+lq_timer_disarm(LqTimer *t)
+{
+	if (!t->armed)
+		return;
+	t->armed = false;
+	if (t->memory_only)
+	{
+		pairingheap_remove(lq_wait_timers, &t->ph);
+		return;
+	}
+	pairingheap_remove(t->group->heap, &t->ph);
+	/* the group's earliest deadline may have been this one */
+	if (t->group->queued && t->at <= t->group->first_at)
+		lq_group_requeue(t->group);
+}
+
+static void
+lq_timer_arm(LqTimer *t, int64 at)
+{
+	Oid			role;
+	LqTimerGroup *g;
+
+	lq_timer_disarm(t);
+	t->at = at;
+	t->armed = true;
+	if (t->memory_only)
+	{
+		pairingheap_add(lq_wait_timers, &t->ph);
+		return;
+	}
+	lq_timer_role_of(t, &role);
+	g = lq_timer_group(role);
+	t->group = g;
+	pairingheap_add(g->heap, &t->ph);
+	if (!g->queued || at < g->first_at)
+		lq_group_requeue(g);
+}
+
+/* The earliest armed timer of the per-role groups, or NULL. */
+static LqTimer *
+lq_timer_first_of_groups(void)
+{
+	LqTimerGroup *g;
+
+	if (pairingheap_is_empty(lq_timers))
+		return NULL;
+	g = pairingheap_container(LqTimerGroup, ph, pairingheap_first(lq_timers));
+	return lq_timer_first(g->heap);
 }
 
 /*
@@ -322,7 +431,13 @@ lq_state_reset(void)
 	lq_roles = hash_create("lockq role usage", 64, &ctl,
 						   HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 
-	lq_timers = pairingheap_allocate(lq_timer_cmp, NULL);
+	lq_timers = pairingheap_allocate(lq_group_cmp, NULL);
+	memset(&ctl, 0, sizeof(ctl));
+	ctl.keysize = sizeof(Oid);
+	ctl.entrysize = sizeof(LqTimerGroup);
+	ctl.hcxt = lq_state_cxt;
+	lq_timer_groups = hash_create("lockq timer groups", 64, &ctl,
+								  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 	lq_wait_timers = pairingheap_allocate(lq_timer_cmp, NULL);
 	dlist_init(&lq_deferred);
 	lq_sessions = palloc(sizeof(LqSession) * lq_shared->nslots);
@@ -1805,6 +1920,9 @@ void
 lq_state_apply(int slotno, uint64 reqid, const LqRequest *req, int64 now)
 {
 	lq_stat_add(LQ_STAT_REQUESTS, 1);
+	if (req->op != LQ_OP_RELEASE_SESSION && req->op != LQ_OP_CLOCK &&
+		req->op != LQ_OP_NONE)
+		lq_state_fire_due_for(req->lock_id, req->owner, now);
 
 	switch (req->op)
 	{
@@ -1927,13 +2045,53 @@ lq_state_session_end(int slotno, int pid, int64 session_start, int64 now)
 }
 
 /*
+ * lq_timer_role_of: the role whose group a timer belongs in: a lease's
+ * holder, a client-side waiter's role; delays after a restart are nobody's
+ * (InvalidOid).
+ */
+static void
+lq_timer_role_of(const LqTimer *t, Oid *role)
+{
+	if (t->kind == LQ_TIMER_LEASE)
+		*role = ((const LqLock *) ((const char *) t - offsetof(LqLock, lease)))->role;
+	else if (t->kind == LQ_TIMER_WAITER)
+		*role = ((const LqWaiter *) ((const char *) t - offsetof(LqWaiter, timer)))->role;
+	else
+		*role = InvalidOid;
+}
+
+/*
+ * lq_fire_lock_first: before a waiter's deadline at fires, whatever of its
+ * lock came due no later (its holder's lease end, its delay) fires first, as
+ * it would have in one heap: a waiter whose lock passed to it before its
+ * deadline is granted, not timed out or dropped.  Groups take turns
+ * (lq_state_run_timers), so the lock's timer may still be armed.  Returns
+ * the waiter's timer if it is still due, or NULL (granted, or gone).
+ */
+static LqTimer *lq_fire_due_of(const char *lock_id, const char *owner,
+							   int64 at, int64 now);
+
+/*
  * lq_fire_timer does what a timer that came due means.
  */
 static void
 lq_fire_timer(LqTimer *t, int64 now)
 {
-	pairingheap_remove(lq_timer_heap(t), &t->ph);
-	t->armed = false;
+	if (t->kind == LQ_TIMER_WAITER)
+	{
+		LqWaiter   *w = (LqWaiter *) ((char *) t - offsetof(LqWaiter, timer));
+		LqLock	   *lock = w->lock;
+
+		if (!lq_tables_blocked &&
+			((lock->lease.armed && lock->lease.at <= t->at) ||
+			 (lock->delay.armed && lock->delay.at <= t->at)))
+		{
+			t = lq_fire_due_of(lock->lock_id, w->key.owner, t->at, now);
+			if (t == NULL)
+				return;
+		}
+	}
+	lq_timer_disarm(t);
 
 	if (t->kind == LQ_TIMER_LEASE)
 	{
@@ -1988,24 +2146,117 @@ lq_fire_timer(LqTimer *t, int64 now)
 }
 
 /*
- * lq_state_run_timers fires every deadline up to now, earliest first:
- * leases expire and pass on; client-side waiters that missed their
- * heartbeat are dropped; lockq_get calls that reached their timeout are
- * answered with TIMEOUT.
+ * lq_fire_due_of fires the timers of lock_id that came due by at (its
+ * lease's end, its delay's), and returns owner's waiter timer on it if that
+ * is still armed and due by now, else NULL.  The lock and the waiter are
+ * looked up by name, as firing may free either.
+ */
+static LqTimer *
+lq_fire_due_of(const char *lock_id, const char *owner, int64 at, int64 now)
+{
+	char		id[LQ_MAX_ID_LEN + 1];
+	char		own[LQ_MAX_OWNER_LEN + 1];
+	LqLock	   *lock;
+	LqWaiter   *w;
+
+	strlcpy(id, lock_id, sizeof(id));
+	strlcpy(own, owner != NULL ? owner : "", sizeof(own));
+	lock = lq_lock_lookup(id, false);
+	if (lock != NULL && lock->lease.armed && lock->lease.at <= at)
+		lq_fire_timer(&lock->lease, now);
+	lock = lq_lock_lookup(id, false);
+	if (lock != NULL && lock->delay.armed && lock->delay.at <= at)
+		lq_fire_timer(&lock->delay, now);
+	if (own[0] == '\0')
+		return NULL;
+	w = lq_waiter_lookup(id, own);
+	if (w == NULL || !w->timer.armed || w->timer.at > now)
+		return NULL;
+	return &w->timer;
+}
+
+/*
+ * lq_state_fire_due_for fires what came due of one lock and of owner's wait
+ * for it, before a request about them is applied: the per-role turns of
+ * lq_state_run_timers may have left such timers armed, and a request must
+ * find the state as if every deadline before it had passed (a renewal of a
+ * lease that has ended fails; a heartbeat after the waiter's deadline finds
+ * it dropped).
  */
 void
+lq_state_fire_due_for(const char *lock_id, const char *owner, int64 now)
+{
+	LqTimer    *t = lq_timer_first_of_groups();
+
+	/* usually nothing at all is left due: then there is nothing to look up */
+	if (t == NULL || t->at > now)
+		return;
+	t = lq_fire_due_of(lock_id, owner, now, now);
+
+	if (t != NULL)
+		lq_fire_timer(t, now);
+}
+
+/*
+ * lq_state_run_timers fires the deadlines up to now: leases expire and pass
+ * on; client-side waiters that missed their heartbeat are dropped;
+ * lockq_get calls that reached their timeout are answered with TIMEOUT.
+ * The timeouts of lockq_get calls all fire.  The other timers are in one
+ * group per role, and the groups with timers due take turns, earliest
+ * first, firing up to LQ_TIMER_SLICE each per turn, LQ_TIMERS_PER_BATCH in
+ * all: a role's thousands of leases ending at once then delay another
+ * role's hand-off by one slice, and the batch by a few milliseconds, and
+ * the rest fire in the next batches.  Returns true when timers are left due
+ * (the lock server runs the next batch at once).  Requests about a lock
+ * fire its due timers first (lq_state_fire_due_for).
+ */
+bool
 lq_state_run_timers(int64 now)
 {
-	for (;;)
-	{
-		LqTimer    *a = lq_timer_first(lq_timers);
-		LqTimer    *b = lq_timer_first(lq_wait_timers);
-		LqTimer    *t = (b == NULL || (a != NULL && a->at <= b->at)) ? a : b;
+	int			budget = LQ_TIMERS_PER_BATCH;
+	LqTimer    *t;
 
-		if (t == NULL || t->at > now)
-			break;
+	while ((t = lq_timer_first(lq_wait_timers)) != NULL && t->at <= now)
 		lq_fire_timer(t, now);
+	while (budget > 0)
+	{
+		List	   *turn = NIL;
+		ListCell   *lc;
+
+		/* every group with a timer due has a turn, earliest first */
+		while (budget > 0 && !pairingheap_is_empty(lq_timers))
+		{
+			LqTimerGroup *g = pairingheap_container(LqTimerGroup, ph,
+													pairingheap_first(lq_timers));
+			int			n = 0;
+
+			if (g->first_at > now)
+				break;
+			pairingheap_remove_first(lq_timers);
+			g->queued = false;
+			g->in_turn = true;
+			turn = lappend(turn, g);
+			while (n < LQ_TIMER_SLICE && budget > 0 &&
+				   (t = lq_timer_first(g->heap)) != NULL && t->at <= now)
+			{
+				lq_fire_timer(t, now);
+				n++;
+				budget--;
+			}
+		}
+		foreach(lc, turn)
+		{
+			LqTimerGroup *g = lfirst(lc);
+
+			g->in_turn = false;
+			lq_group_requeue(g);
+		}
+		if (turn == NIL)
+			break;
+		list_free(turn);
 	}
+	t = lq_timer_first_of_groups();
+	return t != NULL && t->at <= now;
 }
 
 /*
@@ -2019,8 +2270,17 @@ lq_state_run_wait_timeouts(int64 now)
 {
 	LqTimer    *t;
 
-	while ((t = lq_timer_first(lq_wait_timers)) != NULL && t->at <= now)
-		lq_fire_timer(t, now);
+	lq_tables_blocked = true;
+	PG_TRY();
+	{
+		while ((t = lq_timer_first(lq_wait_timers)) != NULL && t->at <= now)
+			lq_fire_timer(t, now);
+	}
+	PG_FINALLY();
+	{
+		lq_tables_blocked = false;
+	}
+	PG_END_TRY();
 }
 
 /*
@@ -2064,7 +2324,7 @@ int64
 lq_state_next_deadline(void)
 {
 	int64		next = 0;
-	LqTimer    *a = lq_timer_first(lq_timers);
+	LqTimer    *a = lq_timer_first_of_groups();
 	LqTimer    *b = lq_timer_first(lq_wait_timers);
 
 	if (a != NULL)

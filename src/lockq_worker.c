@@ -93,6 +93,8 @@ static LqEntry *lq_ring_buf = NULL;
 static bool lq_ready = false;	/* extension present and state loaded */
 static bool lq_need_recover = true;
 static bool lq_careful = false; /* after an error: one slot per transaction */
+static bool lq_timers_left = false; /* the last batch left timers due (a
+									 * wave of them fires in slices) */
 static int	lq_error_backoff_ms = 0;
 static Oid	lq_ext_oid = InvalidOid;
 static bool lq_ext_recheck = true;	/* see lq_relcache_callback */
@@ -871,7 +873,7 @@ lq_recover_state(void)
 	now = lq_ledger_start(!lq_shared->started);
 	delays = lq_ledger_load(now);
 	lq_state_load(now, delays);
-	lq_state_run_timers(now);
+	(void) lq_state_run_timers(now);
 	if (!lq_careful)
 	{
 		List	   *slots = lq_slots_in_flight();
@@ -1109,6 +1111,7 @@ lq_apply_batch(const LqBatchPlan *plan)
 	ListCell   *lc;
 
 	LQ_FAULT("batch-start");
+	lq_timers_left = false;
 	lq_set_blocked(!lq_store_try_lock(&lq_blocked_data));
 	if (lq_blocked != NULL)
 	{
@@ -1121,13 +1124,13 @@ lq_apply_batch(const LqBatchPlan *plan)
 		return false;
 	if (plan->now + LQ_CLOCK_MARGIN_US > lq_clock_ceiling())
 		lq_ledger_extend_clock(plan->now);
-	lq_state_run_timers(plan->now);
+	(void) lq_state_run_timers(plan->now);
 	foreach(lc, plan->entries)
 	{
 		lq_handle_entry(lfirst_int(lc), plan->now);
 		LQ_FAULT("batch-apply");
 	}
-	lq_state_run_timers(plan->now);
+	lq_timers_left = lq_state_run_timers(plan->now);
 	if (plan->retry_deferred)
 	{
 		lq_state_retry_deferred(plan->now);
@@ -1185,7 +1188,7 @@ lq_batch(void)
 	}
 	lq_end_batch();
 	lq_error_backoff_ms = 0;
-	return plan.full;
+	return plan.full || lq_timers_left;
 }
 
 /*
