@@ -25,9 +25,10 @@ my ($readme, @psql) = @ARGV;
 my @steps = readme_session($readme);
 die "no psql session found in $readme\n" unless @steps;
 my $failed = 0;
+my %tokens;
 for my $step (@steps)
 {
-	my ($ok, $out) = run_step(\@psql, $step);
+	my ($ok, $out) = run_step(\@psql, $step, \%tokens);
 	print "=# $step->{sql}\n$out";
 	next if $ok;
 	print "*** README shows:\n", map { "$_\n" } @{ $step->{out} };

@@ -70,18 +70,24 @@ sub _lines
 	return grep { $_ ne '' } map { s/\s+$//r } split /\n/, $text;
 }
 
-# run_step(psql, step) runs the step's statement with the command psql (an
-# array: the program and its connection arguments) in psql's default
-# format, without row-count footers.  Returns (ok, what psql printed, on
-# stdout and stderr).  A step for which README shows no answer only has to
-# succeed; otherwise psql's non-blank lines must be README's, trailing
-# blanks aside.
+# run_step(psql, step, tokens) runs the step's statement with the command
+# psql (an array: the program and its connection arguments) in psql's
+# default format, without row-count footers.  Returns (ok, what psql
+# printed, on stdout and stderr).  A step for which README shows no answer
+# only has to succeed; otherwise psql's non-blank lines must be README's,
+# trailing blanks aside.  Tokens are the time of their grant, so README's
+# are examples: tokens (a hash, kept across the steps of a session) maps
+# each of README's tokens (a number of 13 digits or more) to the one this
+# run got where README shows it, and README's token is replaced by it in
+# later statements and answers.
 sub run_step
 {
-	my ($psql, $step) = @_;
+	my ($psql, $step, $tokens) = @_;
+	$tokens //= {};
+	my $sql = _map_tokens($step->{sql}, $tokens);
 	my $out = '';
 	my $pid = open3(my $in, my $fh, undef, @$psql, '-X', '-P', 'footer=off', '-c',
-		$step->{sql});
+		$sql);
 	close $in;
 	{
 		local $/;
@@ -89,12 +95,29 @@ sub run_step
 	}
 	waitpid($pid, 0);
 	my $status = $? >> 8;
-	my @want = _lines(join("\n", @{ $step->{out} }));
+	my @want = _lines(_map_tokens(join("\n", @{ $step->{out} }), $tokens));
 	my @got = _lines($out);
+	my @want_tokens = map { /(\d{13,})/g } @want;
+	my @got_tokens = map { /(\d{13,})/g } @got;
+	if (@want_tokens && @want_tokens == @got_tokens)
+	{
+		my %new = %$tokens;
+		@new{@want_tokens} = @got_tokens;
+		@want = _lines(_map_tokens(join("\n", @{ $step->{out} }), \%new));
+		%$tokens = %new if join("\n", @want) eq join("\n", @got);
+	}
 	my $ok = @want
 	  ? join("\n", @want) eq join("\n", @got)
 	  : $status == 0;
 	return ($ok, $out);
+}
+
+# _map_tokens(text, tokens) replaces README's tokens in text by this run's.
+sub _map_tokens
+{
+	my ($text, $tokens) = @_;
+	$text =~ s/(\d{13,})/$tokens->{$1} \/\/ $1/ge;
+	return $text;
 }
 
 1;

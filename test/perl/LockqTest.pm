@@ -23,7 +23,7 @@ use Exporter 'import';
 our @EXPORT = qw(lockq_node start_waiter waiter_result wait_for_waiters
   wait_for_holder worker_pid scalar_query crash_restart end_session
   require_tool fault_functions fault_fired wait_for_worker queue_of
-  backend_pid);
+  backend_pid create_churn);
 
 # require_tool(ok, what) skips the whole test file when a tool it needs is
 # missing (ok false), with what as the reason; but under make test
@@ -225,6 +225,30 @@ sub wait_for_worker
 	my $cond = defined $old ? "AND worker_pid <> $old" : '';
 	return $node->poll_query_until('postgres',
 		"SELECT worker_pid IS NOT NULL $cond FROM lockq_stats");
+}
+
+# create_churn(node) creates churn(n) in database postgres: n grants and
+# releases of a session-bound lock, returning the largest token.
+sub create_churn
+{
+	my ($node) = @_;
+	$node->safe_psql('postgres', q{
+CREATE FUNCTION churn(n int) RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+	t bigint;
+	top bigint := 0;
+BEGIN
+	FOR i IN 1 .. n LOOP
+		t := lockq_try('churn');
+		IF t IS NULL OR NOT lockq_release('churn', NULL, t) THEN
+			RAISE EXCEPTION 'churn: round % failed', i;
+		END IF;
+		top := greatest(top, t);
+	END LOOP;
+	RETURN top;
+END $$;
+});
+	return;
 }
 
 # worker_pid(node) returns the pid of the lock server.

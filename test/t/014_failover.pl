@@ -142,23 +142,7 @@ $async->stop;
 
 # --- more tokens: past the durable token ceiling ------------------------------
 my $ceiling_before = scalar_query($primary, 'SELECT last_value FROM lockq.token_seq');
-$primary->safe_psql(
-	'postgres', q{
-CREATE FUNCTION churn(n int) RETURNS bigint LANGUAGE plpgsql AS $$
-DECLARE
-	t bigint;
-	top bigint := 0;
-BEGIN
-	FOR i IN 1 .. n LOOP
-		t := lockq_try('churn');
-		IF t IS NULL OR NOT lockq_release('churn', NULL, t) THEN
-			RAISE EXCEPTION 'churn: round % failed', i;
-		END IF;
-		top := greatest(top, t);
-	END LOOP;
-	RETURN top;
-END $$;
-});
+create_churn($primary);
 # (tokens follow the clock: the ceiling is passed within 5 s)
 ok($primary->poll_query_until('postgres', "SELECT churn(200) > $ceiling_before"),
 	"tokens went past the durable ceiling there was ($ceiling_before): it was raised");

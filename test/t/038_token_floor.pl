@@ -21,23 +21,7 @@ use Test::More;
 use LockqTest;
 
 my $src = lockq_node('source', init => { allows_streaming => 1, has_archiving => 1 });
-$src->safe_psql(
-	'postgres', q{
-CREATE FUNCTION churn(n int) RETURNS bigint LANGUAGE plpgsql AS $$
-DECLARE
-	t bigint;
-	top bigint := 0;
-BEGIN
-	FOR i IN 1 .. n LOOP
-		t := lockq_try('churn-' || i, 'o', '1 minute');
-		IF t IS NULL OR NOT lockq_release('churn-' || i, 'o', t) THEN
-			RAISE EXCEPTION 'churn: round % failed', i;
-		END IF;
-		top := greatest(top, t);
-	END LOOP;
-	RETURN top;
-END $$;
-});
+create_churn($src);
 
 # A base backup, then grants, a restore point and a dump; then thousands of
 # grants more, which the restores below do not know of.

@@ -23,9 +23,10 @@ cmp_ok(scalar(@steps), '>=', 8, 'README has a psql session');
 # README's session creates the extension itself
 my $node = lockq_node('readme', no_extension => 1);
 my @psql = ('psql', '-d', $node->connstr('postgres'));
+my %tokens;
 for my $step (@steps)
 {
-	my ($ok, $out) = run_step(\@psql, $step);
+	my ($ok, $out) = run_step(\@psql, $step, \%tokens);
 	my ($first) = split /\n/, $step->{sql};
 	ok($ok, "README: $first")
 	  or diag("psql printed:\n$out\nREADME shows:\n" . join("\n", @{ $step->{out} }));
