@@ -858,12 +858,26 @@ lqc_interval(char *buf, size_t len, int64_t ms)
 
 /*
  * lqc_granted records a grant whose lease was set by a request sent at
- * sent (c->mu held) and wakes the call waiting for it.
+ * sent (c->mu held) and wakes the call waiting for it.  Returns false,
+ * recording nothing, when the answer came after the lease it set would
+ * have ended by the local clock (a slow connection, a server that was
+ * slow to answer): nobody may work under that grant, and a call waiting
+ * for it must not wait for a HELD that never comes.  The request is then
+ * sent again (op): the owner holds the lock, or held it, so an enqueue or
+ * try for it returns the same token with a lease counted from the new
+ * request, or, if the lease ended on the server meanwhile, queues again.
  */
-static void
-lqc_granted(lockqc_conn *c, lockqc_handle *h, int64_t token, int64_t sent)
+static bool
+lqc_granted(lockqc_conn *c, lockqc_handle *h, int64_t token, int64_t sent,
+			int op)
 {
 	bool		poke;
+
+	if (sent + h->ttl_ms <= lqc_now())
+	{
+		h->op = op;
+		return false;
+	}
 
 	h->token = token;
 	h->next_renew = sent + h->ttl_ms / 3;
@@ -876,6 +890,7 @@ lqc_granted(lockqc_conn *c, lockqc_handle *h, int64_t token, int64_t sent)
 	if (poke)
 		lqc_tpoke(c);
 	pthread_cond_broadcast(&h->cv);
+	return true;
 }
 
 /*
@@ -1783,7 +1798,7 @@ lqc_job_done(lockqc_conn *c, PGresult *res, bool ok)
 				lqc_fail(h, state, "%s", msg);
 			}
 			else if (v != NULL)
-				lqc_granted(c, h, strtoll(v, NULL, 10), sent);
+				(void) lqc_granted(c, h, strtoll(v, NULL, 10), sent, OP_ENQUEUE);
 			else
 			{
 				atomic_store(&h->state, LQC_WAITING);
@@ -1809,8 +1824,8 @@ lqc_job_done(lockqc_conn *c, PGresult *res, bool ok)
 			}
 			else if (v != NULL)
 			{
-				lqc_granted(c, h, strtoll(v, NULL, 10), sent);
-				lqc_op_done(c, h, LOCKQC_OK);
+				if (lqc_granted(c, h, strtoll(v, NULL, 10), sent, OP_TRY))
+					lqc_op_done(c, h, LOCKQC_OK);
 			}
 			else
 			{
@@ -1823,7 +1838,7 @@ lqc_job_done(lockqc_conn *c, PGresult *res, bool ok)
 			if (h->zombie || atomic_load(&h->state) != LQC_WAITING)
 				break;
 			if (ok && v != NULL)
-				lqc_granted(c, h, strtoll(v, NULL, 10), sent);
+				(void) lqc_granted(c, h, strtoll(v, NULL, 10), sent, OP_ENQUEUE);
 			else if (ok && job == JOB_AWAIT)
 			{
 				/* it ended as a heartbeat: the next await follows at once */
