@@ -37,7 +37,12 @@
 #   - a client-side waiter queued behind a held lock before each fault is
 #     served after it, once the holder releases (switchover, split brain)
 #     or once its lease has run out (the kill -9);
-#   - the clients made progress after every fault.
+#   - the clients made progress after every fault;
+#   - no fenced write of a grant that the old primary answered after the
+#     standby's promotion survives.  (Patroni, started again there,
+#     reloads it without synchronous_standby_names before it stops it:
+#     the waits end and the old primary answers for a moment; how many of
+#     its grants overlapped a lease of the new primary is reported.)
 # The time from each fault until a free lock can be taken again (and, for
 # the kill -9, until the held lock is served) is reported (diag).
 #
