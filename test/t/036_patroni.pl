@@ -560,43 +560,57 @@ my @grants = grants();
 note sprintf('%d grants logged, %d fenced rows', scalar @grants, scalar @rows);
 cmp_ok(scalar @rows, '>=', 40, 'fenced rows were written');
 
-# tokens of a lock never decrease in insert order
-my (%last, @decreasing);
-for my $r (@rows)
+# violations(rows, grants): the fenced rows whose token decreased in insert
+# order, that were written after a later grant of their lock, and that carry
+# a token not granted to their client for their lock; the tokens handed out
+# for two grants
+sub violations
 {
-	push @decreasing, "$r->{id}:$r->{lock}:$r->{token}<$last{$r->{lock}}"
-	  if defined $last{ $r->{lock} } && $r->{token} < $last{ $r->{lock} };
-	$last{ $r->{lock} } = $r->{token};
-}
-is("@decreasing", '', 'per lock, the tokens of the fenced rows never decrease in insert order');
-
-# no row written after a higher token of its lock was handed out
-my %by_lock;
-push @{ $by_lock{ $_->{lock} } }, $_ for @grants;
-my @superseded;
-for my $r (@rows)
-{
-	for my $g (@{ $by_lock{ $r->{lock} } })
+	my ($rows, $grants) = @_;
+	my (%v, %last, %by_lock, %grant_of);
+	$v{$_} = [] for qw(decreasing superseded unknown reissued);
+	for my $r (@$rows)
 	{
-		push @superseded, "$r->{lock}:$r->{token}\@$r->{at} after $g->{token}\@$g->{at}"
-		  if $g->{token} > $r->{token} && $g->{at} < $r->{at};
+		push @{ $v{decreasing} }, "$r->{id}:$r->{lock}:$r->{token}<$last{$r->{lock}}"
+		  if defined $last{ $r->{lock} } && $r->{token} < $last{ $r->{lock} };
+		$last{ $r->{lock} } = $r->{token};
 	}
+	push @{ $by_lock{ $_->{lock} } }, $_ for @$grants;
+	for my $r (@$rows)
+	{
+		push @{ $v{superseded} }, "$r->{lock}:$r->{token}\@$r->{at} after $_->{token}\@$_->{at}"
+		  for grep { $_->{token} > $r->{token} && $_->{at} < $r->{at} } @{ $by_lock{ $r->{lock} } };
+	}
+	for my $g (@$grants)
+	{
+		my $id = "$g->{lock}/$g->{client}";
+		push @{ $v{reissued} }, "$g->{token}: $grant_of{$g->{token}} and $id"
+		  if defined $grant_of{ $g->{token} } && $grant_of{ $g->{token} } ne $id;
+		$grant_of{ $g->{token} } //= $id;
+	}
+	push @{ $v{unknown} }, map { "$_->{lock}:$_->{token}:$_->{client}" }
+	  grep { ($grant_of{ $_->{token} } // '') ne "$_->{lock}/$_->{client}" } @$rows;
+	return \%v;
 }
-is("@superseded", '', 'no fenced row was written after a later grant of its lock');
 
-# every row's grant is known; no token handed out for two grants
-my (%grant_of, @reissued);
-for my $g (@grants)
+# The checker finds a planted row: the first grant of L1, written (by
+# another client) after everything else.
 {
-	my $id = "$g->{lock}/$g->{client}";
-	push @reissued, "$g->{token}: $grant_of{$g->{token}} and $id"
-	  if defined $grant_of{ $g->{token} } && $grant_of{ $g->{token} } ne $id;
-	$grant_of{ $g->{token} } //= $id;
+	my ($first) = grep { $_->{lock} eq 'L1' && $_->{client} =~ /^c/ } @grants;
+	my $other = $first->{client} eq 'c1' ? 'c2' : 'c1';
+	my $v = violations([ @rows, { id => 1e9, lock => 'L1', token => $first->{token},
+		client => $other, at => time() + 1 } ], \@grants);
+	ok(@{ $v->{decreasing} } && @{ $v->{superseded} } && @{ $v->{unknown} },
+		'the checks below find a row planted with an old token of another client');
+	$v = violations(\@rows, [ @grants, { %$first, client => $other } ]);
+	ok(@{ $v->{reissued} }, 'and a token planted as granted twice');
 }
-is("@reissued", '', 'no token was handed out for two grants');
-my @unknown = map { "$_->{lock}:$_->{token}:$_->{client}" }
-  grep { ($grant_of{ $_->{token} } // '') ne "$_->{lock}/$_->{client}" } @rows;
-is("@unknown", '', 'every fenced row carries a token granted to its client for its lock');
+
+my $v = violations(\@rows, \@grants);
+is("@{ $v->{decreasing} }", '', 'per lock, the tokens of the fenced rows never decrease in insert order');
+is("@{ $v->{superseded} }", '', 'no fenced row was written after a later grant of its lock');
+is("@{ $v->{reissued} }", '', 'no token was handed out for two grants');
+is("@{ $v->{unknown} }", '', 'every fenced row carries a token granted to its client for its lock');
 
 # after each fault, the new primary's tokens are above everything before
 for my $f (@faults)
