@@ -115,8 +115,11 @@ END
 	}
 }
 
-# poll(what, sub): calls sub every 0.1 s until it returns true, at most
-# the default timeout; returns its last value.
+# A test stopped by a signal ends its processes too.
+$SIG{$_} = sub { diag("stopped by a signal"); exit 1 } for qw(INT TERM HUP);
+
+# poll(sub, limit): calls sub every 0.1 s until it returns true, at most
+# limit seconds (default: the default timeout); returns its last value.
 sub poll
 {
 	my ($sub, $limit) = @_;
@@ -316,7 +319,8 @@ open $fh, '>', "$dir/client.sh" or die;
 print $fh qq{#!/bin/bash
 me=\$1
 locks=(L1 L2)
-while [ ! -e "$dir/stop" ]; do
+# (and stops when the test is gone)
+while [ ! -e "$dir/stop" ] && kill -0 \$PPID 2>/dev/null; do
 	lock=\${locks[RANDOM % 2]}
 	"$psql" -X -qAt -v ON_ERROR_STOP=1 -v lock=\$lock -v me=\$me \\
 		-d "$multi" -f "$dir/client.sql" || sleep 0.2
