@@ -106,7 +106,10 @@ END
 		my $pidfile = $node->data_dir . '/postmaster.pid';
 		next unless -f $pidfile;
 		my ($pid) = split /\n/, slurp_file($pidfile);
-		kill 'KILL', $pid if $pid && $pid =~ /^\d+$/;
+		next unless $pid && $pid =~ /^\d+$/ && -r "/proc/$pid/cmdline";
+		# (a stale file's pid may belong to someone else by now)
+		kill 'KILL', $pid
+		  if index(slurp_file("/proc/$pid/cmdline"), $node->data_dir) >= 0;
 	}
 	if ($etcd && $etcd->pumpable)
 	{
