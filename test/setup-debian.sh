@@ -28,7 +28,12 @@ LQ_PACKAGES="postgresql-15 postgresql-server-dev-15 libpq-dev libkrb5-dev
              build-essential libipc-run-perl faketime pgbouncer rsync valgrind
              clang libclang-rt-dev python3 python3-psycopg python3-psycopg-pool
              nodejs golang-go golang-github-jackc-pgx-v4-dev
-             prometheus-postgres-exporter"
+             prometheus-postgres-exporter patroni etcd-server etcd-client
+             python3-etcd"
+# Packages whose system service the tests must not find running (they run
+# their own exporter, etcd and Patroni, on ports of their own): package:service
+LQ_SERVICES_OFF="prometheus-postgres-exporter:prometheus-postgres-exporter
+                 etcd-server:etcd patroni:patroni"
 # Packages wanted only for a command that is missing: a Node.js from
 # elsewhere (NodeSource's nodejs) brings its own npm and conflicts with
 # Debian's.
@@ -54,12 +59,22 @@ lq_install_packages() {
 		apt-get update -qq
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
 			"${missing[@]}" >/dev/null
-		# the tests run the exporter themselves: do not leave the service
-		# its package starts listening on port 9187
-		if [[ " ${missing[*]} " == *" prometheus-postgres-exporter "* ]] &&
-			[ -d /run/systemd/system ]; then
-			systemctl disable --now prometheus-postgres-exporter >/dev/null 2>&1 || true
-		fi
+		# the tests run the exporter, etcd and Patroni themselves: do not
+		# leave the services their packages start (and enable) running
+		local ps
+		for ps in $LQ_SERVICES_OFF; do
+			[[ " ${missing[*]} " == *" ${ps%%:*} "* ]] || continue
+			if [ -d /run/systemd/system ]; then
+				systemctl disable --now "${ps#*:}" >/dev/null 2>&1 || true
+			elif [ -x "/etc/init.d/${ps#*:}" ]; then
+				# only what the service started (its pidfile): the init
+				# scripts' stop would end every process of that program,
+				# a test's own etcd included
+				start-stop-daemon --stop --quiet --remove-pidfile \
+					--pidfile "/run/${ps#*:}.pid" >/dev/null 2>&1 || true
+				update-rc.d "${ps#*:}" disable >/dev/null 2>&1 || true
+			fi
+		done
 	fi
 	PGBIN=$("$PG_CONFIG" --bindir)
 }
