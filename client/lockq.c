@@ -923,6 +923,47 @@ pg_query(PGconn *pg, const char *sql, int n, const char *const *params)
 	return res;
 }
 
+/*
+ * escape_ctl returns s (malloc'd) with its control characters (C0, DEL and
+ * the C1 range as UTF-8 encodes it) written as \xNN: lock ids and owners
+ * are other roles' strings, and printed raw they could move the cursor,
+ * redraw lines or set the window title of an administrator's terminal.
+ * A backslash is written as \\, so that what is shown is unambiguous.
+ */
+static char *
+escape_ctl(const char *s)
+{
+	size_t		len = strlen(s);
+	char	   *out = malloc(len * 4 + 1);
+	char	   *o = out;
+	const unsigned char *p;
+
+	if (out == NULL)
+	{
+		fprintf(stderr, "%s: out of memory\n", progname);
+		exit(EXIT_CONNECTION);
+	}
+	for (p = (const unsigned char *) s; *p != '\0'; p++)
+	{
+		if (*p < 0x20 || *p == 0x7f)
+			o += sprintf(o, "\\x%02x", *p);
+		else if (*p == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f)
+		{
+			o += sprintf(o, "\\xc2\\x%02x", p[1]);
+			p++;
+		}
+		else if (*p == '\\')
+		{
+			*o++ = '\\';
+			*o++ = '\\';
+		}
+		else
+			*o++ = (char) *p;
+	}
+	*o = '\0';
+	return out;
+}
+
 static int
 cmd_status(int argc, char **argv, const char *conninfo)
 {
@@ -1017,27 +1058,42 @@ cmd_status(int argc, char **argv, const char *conninfo)
 		const char *last = NULL;
 
 		if (PQntuples(res) == 0 && lock_id != NULL)
-			printf("%s: free\n", lock_id);
+		{
+			char	   *lk = escape_ctl(lock_id);
+
+			printf("%s: free\n", lk);
+			free(lk);
+		}
 		else if (PQntuples(res) == 0)
 			printf("no locks are held or waited for\n");
 		for (i = 0; i < PQntuples(res); i++)
 		{
-			const char *lk = PQgetvalue(res, i, 0);
+			const char *id = PQgetvalue(res, i, 0);
+			char	   *lk = escape_ctl(id);
 
-			if (last == NULL || strcmp(last, lk) != 0)
+			if (last == NULL || strcmp(last, id) != 0)
 			{
 				if (PQgetisnull(res, i, 1))
 					printf("%s: free\n", lk);
 				else
+				{
+					char	   *holder = escape_ctl(PQgetvalue(res, i, 1));
+
 					printf("%s: held by %s, token %s, lease ends in %ss\n", lk,
-						   PQgetvalue(res, i, 1), PQgetvalue(res, i, 2),
-						   PQgetvalue(res, i, 3));
-				last = lk;
+						   holder, PQgetvalue(res, i, 2), PQgetvalue(res, i, 3));
+					free(holder);
+				}
+				last = id;
 			}
 			if (!PQgetisnull(res, i, 4))
+			{
+				char	   *waiter = escape_ctl(PQgetvalue(res, i, 5));
+
 				printf("  %s. %s (%s, waiting %ss)\n", PQgetvalue(res, i, 4),
-					   PQgetvalue(res, i, 5), PQgetvalue(res, i, 6),
-					   PQgetvalue(res, i, 7));
+					   waiter, PQgetvalue(res, i, 6), PQgetvalue(res, i, 7));
+				free(waiter);
+			}
+			free(lk);
 		}
 	}
 	PQclear(res);

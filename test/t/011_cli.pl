@@ -159,6 +159,18 @@ is(scalar_query($node, "SELECT count(*) FROM lockq_waiters WHERE lock_id = 'busy
 	is($rc, 64, 'release without --owner: usage error');
 	($rc, $out, $err) = lockq('status', '-d', $conn, 'busy');
 	is($out, "busy: free\n", 'status of a free lock says so');
+
+	# another role's lock id and owner with terminal control sequences (a
+	# title change, a line erase, a C1 CSI): shown escaped, never raw
+	my $evil_id = "x\e]0;pwned\a\r" . "fake: free";
+	my $evil_owner = "o\e[2K\xc2\x9b31m";
+	my $tok = $node->safe_psql('postgres',
+		"SELECT lockq_try(\$\$$evil_id\$\$, \$\$$evil_owner\$\$, '1 minute')");
+	($rc, $out, $err) = lockq('status', '-d', $conn);
+	unlike($out, qr/[\x00-\x09\x0b-\x1f\x7f]|\xc2[\x80-\x9f]/, 'status prints no control character');
+	like($out, qr/^x\\x1b\]0;pwned\\x07\\x0dfake: free: held by o\\x1b\[2K\\xc2\\x9b31m, token $tok/m,
+		'it shows them escaped');
+	$node->safe_psql('postgres', "SELECT lockq_force_release(\$\$$evil_id\$\$)");
 }
 
 # --- the lease is lost: the command is stopped -----------------------------
