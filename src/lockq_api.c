@@ -1383,6 +1383,51 @@ lockq_session_owner(PG_FUNCTION_ARGS)
  * called lockq has none, and is not held up.
  */
 static ProcessUtility_hook_type lq_prev_process_utility = NULL;
+
+/* How long DROP DATABASE of lockq.database waits for the lock server to go. */
+#define LQ_DROPDB_WAIT_MS	10000
+
+/*
+ * lq_let_database_go: DROP DATABASE of lockq.database, by a role that may
+ * drop it, must not fail because the lock server is connected to it (as
+ * pg_restore --clean --create does).  The lock server is asked to stop
+ * cleanly, and its successor waits before it connects while this backend
+ * is dropping the database (dropping_pid, cleared when the statement
+ * ends; lq_worker_wait_for_drop).  Waits up to LQ_DROPDB_WAIT_MS for it to
+ * exit.  Returns whether it did all that (then the caller clears
+ * dropping_pid).  Other databases, and roles that may not drop this one,
+ * change nothing: DROP DATABASE reports their case itself.
+ */
+static bool
+lq_let_database_go(const char *dbname)
+{
+	Oid			dboid;
+	int			waited = 0;
+	int			pid;
+
+	if (lockq_database == NULL || dbname == NULL ||
+		strcmp(dbname, lockq_database) != 0 || !process_shared_preload_libraries_done)
+		return false;
+	dboid = get_database_oid(dbname, true);
+	if (!OidIsValid(dboid) || !pg_database_ownercheck(dboid, GetUserId()))
+		return false;
+	pg_atomic_write_u32(&lq_shared->dropping_pid, (uint32) MyProcPid);
+	while ((pid = lq_shared->worker_pid) != 0 && waited < LQ_DROPDB_WAIT_MS)
+	{
+		if (waited == 0)
+		{
+			ereport(LOG,
+					(errmsg("lockq lock server leaves database \"%s\", which is being dropped", dbname)));
+			(void) kill(pid, SIGTERM);
+		}
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 50, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+		waited += 50;
+	}
+	return true;
+}
 static ExecutorStart_hook_type lq_prev_executor_start = NULL;
 static ExecutorRun_hook_type lq_prev_executor_run = NULL;
 static ExecutorFinish_hook_type lq_prev_executor_finish = NULL;
@@ -1528,7 +1573,11 @@ lq_process_utility(PlannedStmt *pstmt, const char *queryString,
 	Node	   *parsetree = pstmt->utilityStmt;
 	bool		top = (lq_nesting == 0);
 
+	bool		dropping;
+
 	lq_maint_check_utility(parsetree);
+	dropping = IsA(parsetree, DropdbStmt) &&
+		lq_let_database_go(((DropdbStmt *) parsetree)->dbname);
 	if (top)
 		lq_stmt_seq++;
 	lq_nesting++;
@@ -1544,6 +1593,8 @@ lq_process_utility(PlannedStmt *pstmt, const char *queryString,
 	PG_FINALLY();
 	{
 		lq_nesting--;
+		if (dropping)
+			pg_atomic_write_u32(&lq_shared->dropping_pid, 0);
 	}
 	PG_END_TRY();
 	if (top)

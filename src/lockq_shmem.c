@@ -156,6 +156,7 @@ lq_shmem_startup(void)
 		pg_atomic_init_u64(&lq_shared->longest_queue, 0);
 		pg_atomic_init_u64(&lq_shared->ring_settled, 0);
 		pg_atomic_init_u64(&lq_shared->durable_wait_since, 0);
+		pg_atomic_init_u32(&lq_shared->dropping_pid, 0);
 		ConditionVariableInit(&lq_shared->settled_cv);
 		pg_atomic_init_u64(&lq_shared->stats_reset,
 						   (uint64) GetCurrentTimestamp());

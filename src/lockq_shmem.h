@@ -213,6 +213,9 @@ typedef struct LqShared
 	pg_atomic_uint64 state_bytes;	/* memory the lock server's state holds */
 	pg_atomic_uint64 fence_gen; /* bumped when a fenced transaction ends */
 	pg_atomic_uint64 delay_max; /* the latest end of such a delay (0: none) */
+	pg_atomic_uint32 dropping_pid;	/* a backend dropping lockq.database:
+									 * the lock server stays out of it
+									 * (lq_let_database_go); 0: none */
 	pg_atomic_uint64 durable_wait_since;	/* lockq time the lock server
 											 * began to wait for a flush
 											 * (WAL, synchronous standbys);

@@ -1462,6 +1462,27 @@ lq_override_settings(void)
 }
 
 /*
+ * lq_worker_wait_for_drop keeps a starting lock server out of lockq.database
+ * while a backend drops it (lq_let_database_go in lockq_api.c): connected,
+ * it would make DROP DATABASE fail.  Ends when that backend's statement
+ * ends or the backend is gone.
+ */
+static void
+lq_worker_wait_for_drop(void)
+{
+	int			pid;
+
+	while ((pid = (int) pg_atomic_read_u32(&lq_shared->dropping_pid)) != 0 &&
+		   kill(pid, 0) == 0)
+	{
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 100, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
+}
+
+/*
  * lockq_worker_main is the entry point of the lock server.
  */
 void
@@ -1473,6 +1494,7 @@ lockq_worker_main(Datum main_arg)
 	pqsignal(SIGINT, lq_sigint);
 	BackgroundWorkerUnblockSignals();
 
+	lq_worker_wait_for_drop();
 	BackgroundWorkerInitializeConnection(lockq_database, NULL, 0);
 	pgstat_report_appname("lockq lock server");
 

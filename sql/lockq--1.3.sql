@@ -1,4 +1,4 @@
-/* sql/lockq--1.2.sql */
+/* sql/lockq--1.3.sql */
 
 -- Copyright (c) 2026, lockq developers
 -- This file is part of lockq, released under the PostgreSQL License
@@ -77,7 +77,9 @@ CREATE SEQUENCE lockq.clock_seq AS bigint MINVALUE 0 START 0 NO CYCLE CACHE 1;
 REVOKE ALL ON ALL TABLES IN SCHEMA lockq FROM PUBLIC;
 REVOKE ALL ON ALL SEQUENCES IN SCHEMA lockq FROM PUBLIC;
 
--- Tokens and the clock must keep increasing after a dump and restore.
+-- Tokens and the clock must keep increasing after a dump and restore.  (The
+-- lock state itself, lockq.owners, lockq.queue and lockq.unsettled, is not
+-- dumped: a restored database starts with every lock free.)
 SELECT pg_catalog.pg_extension_config_dump('lockq.token_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('lockq.clock_seq', '');
 
@@ -309,7 +311,7 @@ GRANT SELECT ON lockq.lockq_locks, lockq.lockq_waiters, lockq.lockq_stats TO PUB
 -- privileges) and again whenever they change (the statement triggers).
 -- A NULL limit is the setting's (lockq.max_*_per_role).
 CREATE TABLE lockq.role_limits (
-	role				oid PRIMARY KEY,
+	role				regrole PRIMARY KEY,
 	max_owner_locks		integer CHECK (max_owner_locks >= 0),
 	max_waiters			integer CHECK (max_waiters >= 0),
 	max_session_locks	integer CHECK (max_session_locks >= 0)
@@ -321,9 +323,13 @@ CREATE TABLE lockq.role_limits (
 CREATE TABLE lockq.namespaces (
 	prefix			text COLLATE "C" NOT NULL
 					CHECK (pg_catalog.octet_length(prefix) <= 255),
-	role			oid NOT NULL,
+	role			regrole NOT NULL,
 	PRIMARY KEY (prefix, role)
 );
+-- They are configuration, dumped by pg_dump (roles by name, as regrole is
+-- written: a restore into another cluster finds the roles of that name).
+SELECT pg_catalog.pg_extension_config_dump('lockq.role_limits', '');
+SELECT pg_catalog.pg_extension_config_dump('lockq.namespaces', '');
 REVOKE ALL ON lockq.role_limits, lockq.namespaces FROM PUBLIC;
 GRANT SELECT, INSERT, UPDATE, DELETE ON lockq.role_limits, lockq.namespaces
 	TO lockq_admin;
@@ -436,7 +442,7 @@ CREATE VIEW lockq.lockq_role_usage AS
 					UNION ALL
 					SELECT s.role, 0, 0, 1 FROM lockq.lockq_session_grants() s
 					UNION ALL
-					SELECT r.role, 0, 0, 0 FROM lockq.role_limits r) c
+					SELECT r.role::oid, 0, 0, 0 FROM lockq.role_limits r) c
 			 GROUP BY c.role) u,
 		   LATERAL lockq.lockq_role_limits(u.role) l
 	 ORDER BY 1;
@@ -444,7 +450,7 @@ COMMENT ON VIEW lockq.lockq_role_usage IS
 'Per role: the locks it holds and the waiters it has queued, against the limits that apply to it.';
 
 CREATE VIEW lockq.lockq_namespaces AS
-	SELECT n.prefix, pg_catalog.pg_get_userbyid(n.role) AS role
+	SELECT n.prefix, pg_catalog.pg_get_userbyid(n.role::oid) AS role
 	  FROM lockq.namespaces n
 	 ORDER BY n.prefix, 2;
 COMMENT ON VIEW lockq.lockq_namespaces IS
