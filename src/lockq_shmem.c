@@ -252,6 +252,22 @@ lq_ring_drain(LqEntry *out, int max, bool *overflow)
 }
 
 /*
+ * lq_ring_adopt takes over the ring's drained position when a lock server
+ * starts: what its predecessor drained but did not publish is still in the
+ * slots, and the state's rebuild applies it before its first publish, which
+ * then settles everything up to here (lq_ring_settled).  Starting from 0
+ * instead, the views waited for the ring to move (a second) until the next
+ * request came.  Worker only.
+ */
+void
+lq_ring_adopt(void)
+{
+	SpinLockAcquire(&lq_shared->mutex);
+	lq_ring_drained = lq_shared->ring_head;
+	SpinLockRelease(&lq_shared->mutex);
+}
+
+/*
  * lq_ring_settled says that every arrival drained so far has been handled
  * and its batch published (the lock server calls it after each publish),
  * and wakes the views waiting for that (lq_settle_arrivals).  Worker only.
@@ -259,7 +275,9 @@ lq_ring_drain(LqEntry *out, int max, bool *overflow)
 void
 lq_ring_settled(void)
 {
-	if (pg_atomic_read_u64(&lq_shared->ring_settled) == lq_ring_drained)
+	/* (it never goes back: a new lock server starts where its predecessor
+	 * drained to, lq_ring_adopt) */
+	if (pg_atomic_read_u64(&lq_shared->ring_settled) >= lq_ring_drained)
 		return;
 	pg_atomic_write_u64(&lq_shared->ring_settled, lq_ring_drained);
 	ConditionVariableBroadcast(&lq_shared->settled_cv);

@@ -306,6 +306,7 @@ extern void lq_hint_free(const char *lock_id);
 extern void lq_hint_reset(void);
 extern bool lq_hint_lazy_stranded(void);
 extern void lq_ring_settled(void);
+extern void lq_ring_adopt(void);
 extern void lq_settle_arrivals(void);
 extern bool lq_hint_held_by_other(const char *lock_id, const char *owner);
 extern void lq_stat_add(LqStat stat, uint64 n);

@@ -120,6 +120,10 @@ typedef struct LqLock
 	int64		session_start;
 	Oid			role;
 	ItemPointerData row_tid;	/* its lockq.owners row, while held */
+	int64		pickup_heartbeat;	/* granted to a lockq_await with the full
+									 * lease: the waiter's heartbeat
+									 * interval, the lease it keeps if the
+									 * session never reads the answer */
 	LqTimer		lease;
 	int64		delay_until;	/* after a restart: nothing is granted
 								 * before this (see lockq_ledger.c), the
@@ -571,6 +575,7 @@ lq_lock_lookup(const char *lock_id, bool create)
 		lock->channel = NULL;
 		lock->token = 0;
 		lock->session_slot = -1;
+		lock->pickup_heartbeat = 0;
 		lock->lease.armed = false;
 		lock->lease.kind = LQ_TIMER_LEASE;
 		lock->lease.memory_only = false;
@@ -798,6 +803,7 @@ lq_hold_lock(LqLock *lock, const LqHolder *h)
 	lock->acquired = h->acquired;
 	lock->expires = h->expires;
 	lock->role = h->role;
+	lock->pickup_heartbeat = 0;
 	lock->session_slot = h->in_shmem ? h->session_slot : -1;
 	lock->session_pid = h->in_shmem ? h->session_pid : 0;
 	lock->session_start = h->in_shmem ? h->session_start : 0;
@@ -1346,9 +1352,12 @@ lq_grant_next(LqLock *lock, int64 now)
 		LqHolder	h = {.owner = owner, .channel = channel, .ttl = ttl,
 		.role = role, .session_slot = -1};
 
+		int64		heartbeat = w->heartbeat;
+
 		lq_await_detach(w);
 		lq_waiter_remove(w, true);
 		token = lq_grant(lock, &h, lease);
+		lock->pickup_heartbeat = await_slot >= 0 ? heartbeat : 0;
 		if (await_slot >= 0)
 			lq_reply(await_slot, await_reqid, LQ_ST_GRANTED, token, false);
 		else if (channel != NULL)
@@ -2004,9 +2013,37 @@ lq_state_cancel_wait(int slotno, uint64 reqid, int64 now)
 }
 
 /*
- * lq_state_undo_grant releases a grant whose answer the backend never
- * took (it was cancelled or exited as the grant arrived), so that the lock
- * passes on at once instead of waiting for the lease.
+ * lq_state_unpicked_grant: a lockq_await (or an enqueue's wait) was answered
+ * with a grant and its full lease, and its session gave up before it read
+ * the answer (a cancel, or the session ended).  The grant stays with the
+ * waiter's owner, whose client finds it with its next call, but nobody has
+ * picked it up: its lease is cut to one heartbeat interval from now, as for
+ * any client-side grant not picked up yet, so that the lock passes on
+ * promptly if the client is gone as well.  A heartbeat or renewal of the
+ * owner lengthens it again.
+ */
+void
+lq_state_unpicked_grant(const LqRequest *req, const LqResult *res, int64 now)
+{
+	LqLock	   *lock;
+	int64		until;
+
+	if (res->status != LQ_ST_GRANTED)
+		return;
+	lock = lq_lock_lookup(req->lock_id, false);
+	if (!lq_holder_is(lock, req->owner) || lock->token != res->token ||
+		lock->ending || lock->pickup_heartbeat <= 0)
+		return;
+	until = now + lock->pickup_heartbeat;
+	lock->pickup_heartbeat = 0;
+	if (until < lock->expires)
+		lq_set_lease(lock, until);
+}
+
+/*
+ * lq_state_undo_grant hands back a grant that the request's answer
+ * brought, when its session gave up on the answer (a cancel): the lock
+ * passes on.  Only a grant the request created (fresh_grant).
  */
 void
 lq_state_undo_grant(const LqRequest *req, const LqResult *res, int64 now)

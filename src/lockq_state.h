@@ -25,6 +25,8 @@ extern void lq_state_apply(int slotno, uint64 reqid, const LqRequest *req,
 						   int64 now);
 extern bool lq_state_is_waiting(int slotno, uint64 reqid);
 extern void lq_state_cancel_wait(int slotno, uint64 reqid, int64 now);
+extern void lq_state_unpicked_grant(const LqRequest *req, const LqResult *res,
+									int64 now);
 extern void lq_state_undo_grant(const LqRequest *req, const LqResult *res,
 								int64 now);
 extern void lq_state_session_end(int slotno, int pid, int64 session_start,

@@ -217,7 +217,11 @@ lq_handle_gave_up(int slotno, const LqSlotView *v, int64 now)
 		if (v->state == LQ_SLOT_ACTIVE)
 			lq_state_cancel_wait(slotno, v->reqid, now);
 		else if (v->state == LQ_SLOT_DONE)
+		{
 			lq_state_undo_grant(&v->req, &v->res, now);
+			if (v->req.op == LQ_OP_AWAIT || v->req.op == LQ_OP_ENQUEUE)
+				lq_state_unpicked_grant(&v->req, &v->res, now);
+		}
 	}
 	if (v->ended)
 	{
@@ -901,6 +905,7 @@ lq_recover(void)
 	ErrorData  *edata = NULL;
 
 	lq_report(STATE_RUNNING, lq_doing_recover);
+	lq_ring_adopt();
 	lq_wait_replicated();
 	lq_begin_batch();
 	PG_TRY();
