@@ -41,6 +41,7 @@
 #include "tcop/utility.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/inval.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
@@ -182,6 +183,15 @@ lq_check_available(void)
 
 	if (MyBackendId < 1 || MyBackendId > lq_shared->nslots)
 		elog(ERROR, "backend id %d out of range for lockq", MyBackendId);
+
+	/*
+	 * Read what other sessions changed in the catalogs and in lockq's
+	 * policy tables since: a REVOKE of lockq_admin or lockq_revoke committed
+	 * meanwhile must count from the next call, even in a transaction that
+	 * stays open (PostgreSQL reads them when a statement locks a relation,
+	 * which a lockq call need not do).  Cheap when nothing changed.
+	 */
+	AcceptInvalidationMessages();
 }
 
 /*
