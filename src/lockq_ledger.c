@@ -477,29 +477,14 @@ lq_ledger_tick(void)
 }
 
 /*
- * lq_ledger_next_token issues a fencing token: one above the last and at
- * least the clock (lockq time, microseconds since the Unix epoch), raising
- * the durable ceiling first when the reserve is used up.
- *
- * The clock is the token floor because durable state can go back without
- * the lock server being told: a dump restored into a new cluster, a base
- * backup restored or recovered to an earlier point in time, a standby
- * promoted while it was behind.  Their sequences and state file hold the
- * ceiling of an earlier moment, so tokens issued since would be issued
- * again; the clock does not go back with them: it continues real time in
- * this boot (the state file's offset) and starts at the wall clock
- * otherwise.  A token issued at time t is at most t plus the reserve (it
- * runs ahead of the clock only after a crash, by less than
- * LQ_TOKEN_RESERVE, or above a million grants a second), so a token
- * issued after any restore is above every token issued before, as long as
- * the restored server's clock is more than that reserve (5 s) past the
- * last grant of the old history: DESIGN.md, "Tokens and the state file".
+ * lq_ledger_next_token issues a fencing token: one above the last, raising
+ * the durable ceiling first when the reserve is used up.  (Each start of
+ * the lock server moves the tokens up to its clock first: lq_ledger_start.)
  */
 int64
 lq_ledger_next_token(void)
 {
-	int64		token = Max((int64) pg_atomic_read_u64(&lq_shared->token_high) + 1,
-							lq_clock_peek());
+	int64		token = (int64) pg_atomic_read_u64(&lq_shared->token_high) + 1;
 
 	if (token > Max(lq_shared->token_ceiling, lq_pending_token))
 	{
@@ -591,8 +576,20 @@ lq_raise_token_ceiling(int64 ceiling, bool reset)
  * the token counter run on; the ceilings are read again (the extension may
  * have been created anew).
  *
- * Either way the sequences are raised to the floors kept in the state
- * file, so that they replicate, and the batch is flushed.
+ * Either way tokens continue above the clock (the token floor): durable
+ * state can go back without the lock server being told (a dump restored
+ * into a new cluster, a point-in-time recovery, a standby promoted while
+ * it was behind), bringing back a ceiling below tokens already issued, but
+ * the clock does not go back with it.  Tokens grow by one a grant from
+ * their start, so a token stays below the clock at its grant as long as
+ * the grants since the start number fewer than the microseconds (and above
+ * it by at most LQ_TOKEN_RESERVE after a crash): every token issued after
+ * such a restore is above every token issued before it, provided the
+ * restored server's clock is past the old history's last grant (DESIGN.md,
+ * "Why the clock is the floor").
+ *
+ * And the sequences are raised to the floors kept in the state file, so
+ * that they replicate, and the batch is flushed.
  */
 int64
 lq_ledger_start(bool first_start)
@@ -616,6 +613,7 @@ lq_ledger_start(bool first_start)
 	if (first_start)
 	{
 		lq_plan_clock(&file, have_file, boot, seq_clock, clock_ceiling);
+		token_ceiling = Max(token_ceiling, lq_clock_peek());
 		lq_raise_token_ceiling(token_ceiling, true);
 		memset(&lq_file, 0, sizeof(lq_file));
 		strlcpy(lq_file.boot_id, boot, sizeof(lq_file.boot_id));
@@ -629,6 +627,7 @@ lq_ledger_start(bool first_start)
 	else
 	{
 		lq_clock_reopen(clock_ceiling);
+		token_ceiling = Max(token_ceiling, lq_clock_peek());
 		lq_raise_token_ceiling(token_ceiling, false);
 		if (have_file)
 			lq_file = file;

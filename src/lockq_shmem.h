@@ -288,12 +288,8 @@ typedef struct LqShared
 /* The longest a view waits for lazy arrivals to be read, in milliseconds. */
 #define LQ_SETTLE_WAIT_MS	1000
 
-/*
- * Tokens reserved per flush of the token ceiling.  Tokens follow the clock
- * (lq_ledger_next_token), so the reserve is as much of it as the clock's
- * own: one flush every 5 s at any rate below a token per microsecond.
- */
-#define LQ_TOKEN_RESERVE	LQ_CLOCK_RESERVE_US
+/* Tokens reserved per flush of the token ceiling. */
+#define LQ_TOKEN_RESERVE	4096
 
 extern LqShared *lq_shared;
 extern LqSlot *lq_slots;

@@ -75,7 +75,7 @@ sub _lines
 # default format, without row-count footers.  Returns (ok, what psql
 # printed, on stdout and stderr).  A step for which README shows no answer
 # only has to succeed; otherwise psql's non-blank lines must be README's,
-# trailing blanks aside.  Tokens are the time of their grant, so README's
+# trailing blanks aside.  Tokens start at the clock, so README's
 # are examples: tokens (a hash, kept across the steps of a session) maps
 # each of README's tokens (a number of 13 digits or more) to the one this
 # run got where README shows it, and README's token is replaced by it in

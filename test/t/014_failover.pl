@@ -143,7 +143,6 @@ $async->stop;
 # --- more tokens: past the durable token ceiling ------------------------------
 my $ceiling_before = scalar_query($primary, 'SELECT last_value FROM lockq.token_seq');
 create_churn($primary);
-# (tokens follow the clock: the ceiling is passed within 5 s)
 ok($primary->poll_query_until('postgres', "SELECT churn(200) > $ceiling_before"),
 	"tokens went past the durable ceiling there was ($ceiling_before): it was raised");
 $tok{churn} = scalar_query($primary, 'SELECT churn(1)');

@@ -5,8 +5,11 @@
 # their own CLOCK_MONOTONIC times.  Meanwhile this test is the nemesis: it
 # picks seeded random faults from the table below (kill -9 of the
 # postmaster and restart, pg_ctl restart, termination of the lock server or
-# of a client backend, and, in a build with fault injection, injection
-# points), and after each waits until the clients have made progress again.
+# of a client backend, maintenance commands on lockq's tables (VACUUM FULL,
+# CLUSTER, REINDEX ...), pg_dump under load, and, in a build with fault
+# injection, injection points), and after each waits until the clients
+# have made progress again.  At the end the last dump is restored into a
+# new cluster, whose tokens must be above every token of the run.
 # Then test/torture/check_history.pl checks the whole history for I1-I4
 # (test/torture/README.md has the rules); its self-test of hand-written
 # histories, good and bad, runs first.
@@ -39,7 +42,17 @@ my %FAULTS = (
 	restart => 1,        # pg_ctl restart (fast)
 	term_server => 2,    # pg_terminate_backend of the lock server
 	term_client => 3,    # pg_terminate_backend of a random client backend
-	point => 4,);        # an injection point from @POINTS
+	point => 4,          # an injection point from @POINTS
+	maint => 3,          # a maintenance command on lockq's tables (@MAINT)
+	dump => 1,);         # pg_dump of the database (restored at the end)
+
+# Maintenance commands a DBA may run on lockq's tables at any moment; the
+# rewrites make the lock server load its state anew before it writes.
+my @MAINT = (
+	'VACUUM FULL lockq.owners', 'VACUUM FULL lockq.queue', 'VACUUM FULL lockq.unsettled',
+	'CLUSTER lockq.owners USING owners_pkey', 'REINDEX TABLE lockq.owners',
+	'REINDEX TABLE CONCURRENTLY lockq.queue', 'VACUUM (ANALYZE) lockq.owners',
+	'VACUUM FULL');
 
 # Injection points (the test build, -DLOCKQ_FAULT_INJECTION, with
 # test/sql/lockq_fault.sql; src/lockq_worker.c names them).  then:
@@ -214,6 +227,9 @@ sub wait_point
 
 # inject(kind) applies one fault and returns its description, or undef
 # when that kind cannot be done here.
+my $last_dump;
+my $ndumps = 0;
+
 sub inject
 {
 	my ($kind) = @_;
@@ -248,6 +264,31 @@ sub inject
 		my ($pid, $app) = split / /, $c[ rnd(scalar @c) ];
 		$node->safe_psql('postgres', "SELECT pg_terminate_backend($pid)");
 		return "pg_terminate_backend of client $app ($pid)";
+	}
+	if ($kind eq 'maint')
+	{
+		my $cmd = $MAINT[ rnd(scalar @MAINT) ];
+		my ($okay, $out, $err) = sql_ok($cmd);
+		if (!$okay)
+		{
+			# (a crash a moment ago: the server may still be starting)
+			note("$cmd: $err");
+			return undef;
+		}
+		return $cmd;
+	}
+	if ($kind eq 'dump')
+	{
+		my $file = "$dir/dump." . ++$ndumps;
+		my ($out, $err) = ('', '');
+		IPC::Run::run([ 'pg_dump', '-Fc', '-f', $file, '-d', $conn ], '>', \$out, '2>', \$err);
+		if ($? != 0)
+		{
+			note("pg_dump: $err");
+			return undef;
+		}
+		$last_dump = $file;
+		return "pg_dump to $file";
 	}
 	if ($kind eq 'point')
 	{
@@ -422,6 +463,27 @@ my $nfaults = 0;
 $nfaults += $_ for values %done;
 cmp_ok($nfaults, '>=', 3, 'at least 3 faults were injected');
 cmp_ok($crashes // 0, '>=', 1, 'at least one crash');
+cmp_ok($done{maint} // 0, '>=', 1, 'at least one maintenance command ran under load');
+
+# The last dump, taken under load, restored into a new cluster: its tokens
+# and clock continue above everything the run issued (its token ceiling is
+# from the moment of the dump).  Once the run's clock has passed its token
+# ceiling, no token of the run is above the clock.
+SKIP:
+{
+	skip 'no pg_dump succeeded during this run', 2 unless $last_dump;
+	my $ceiling = $node->safe_psql('postgres', 'SELECT last_value FROM lockq.token_seq');
+	ok($node->poll_query_until('postgres', "SELECT lockq_now() > $ceiling"),
+		'the clock passed every token of the run');
+	my $restored = lockq_node('torture_restored', no_extension => 1);
+	my ($out, $err) = ('', '');
+	IPC::Run::run([ 'pg_restore', '-d', $restored->connstr('postgres'), $last_dump ],
+		'>', \$out, '2>', \$err);
+	my $t = $restored->safe_psql('postgres', "SELECT lockq_try('after-restore', 'o', '1 minute')");
+	cmp_ok($t, '>', $ceiling, "a token in a restore of the last dump ($last_dump) is above every token of the run")
+	  or diag($err);
+	$restored->stop;
+}
 
 if (!ok($crc == 0, 'the history satisfies I1-I4 (fence, exclusion, no reissue, FIFO)'))
 {

@@ -5,7 +5,8 @@
 # grants.  The sequences and the state file such a restore brings back hold
 # the token ceiling of that earlier moment (issue 21: tokens restarted at
 # 4098 after 5002 had been issued, and at 1 during a sectioned restore);
-# tokens follow the clock, which does not go back with them.  lockq_now()
+# each start of the lock server moves tokens up to the clock, which does
+# not go back with them.  lockq_now()
 # continues above too.  (The promotion of a standby that was behind:
 # 014_failover.)
 #
