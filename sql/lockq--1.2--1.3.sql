@@ -22,8 +22,12 @@ DROP VIEW lockq.lockq_namespaces;
 ALTER TABLE lockq.role_limits ALTER COLUMN role TYPE regrole;
 ALTER TABLE lockq.namespaces ALTER COLUMN role TYPE regrole;
 
-SELECT pg_catalog.pg_extension_config_dump('lockq.role_limits', '');
-SELECT pg_catalog.pg_extension_config_dump('lockq.namespaces', '');
+-- (not the rows of a role dropped since: nothing removes them, and in
+-- another cluster their OID could name another role)
+SELECT pg_catalog.pg_extension_config_dump('lockq.role_limits',
+	'WHERE EXISTS (SELECT FROM pg_catalog.pg_roles r WHERE r.oid OPERATOR(pg_catalog.=) role_limits.role)');
+SELECT pg_catalog.pg_extension_config_dump('lockq.namespaces',
+	'WHERE EXISTS (SELECT FROM pg_catalog.pg_roles r WHERE r.oid OPERATOR(pg_catalog.=) namespaces.role)');
 
 CREATE VIEW lockq.lockq_role_usage AS
 	SELECT pg_catalog.pg_get_userbyid(u.role) AS role,

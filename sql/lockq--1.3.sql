@@ -328,8 +328,12 @@ CREATE TABLE lockq.namespaces (
 );
 -- They are configuration, dumped by pg_dump (roles by name, as regrole is
 -- written: a restore into another cluster finds the roles of that name).
-SELECT pg_catalog.pg_extension_config_dump('lockq.role_limits', '');
-SELECT pg_catalog.pg_extension_config_dump('lockq.namespaces', '');
+-- (not the rows of a role dropped since: nothing removes them, and in
+-- another cluster their OID could name another role)
+SELECT pg_catalog.pg_extension_config_dump('lockq.role_limits',
+	'WHERE EXISTS (SELECT FROM pg_catalog.pg_roles r WHERE r.oid OPERATOR(pg_catalog.=) role_limits.role)');
+SELECT pg_catalog.pg_extension_config_dump('lockq.namespaces',
+	'WHERE EXISTS (SELECT FROM pg_catalog.pg_roles r WHERE r.oid OPERATOR(pg_catalog.=) namespaces.role)');
 REVOKE ALL ON lockq.role_limits, lockq.namespaces FROM PUBLIC;
 GRANT SELECT, INSERT, UPDATE, DELETE ON lockq.role_limits, lockq.namespaces
 	TO lockq_admin;
