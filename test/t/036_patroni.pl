@@ -406,7 +406,9 @@ sub queue_waiter
 	is($n->safe_psql('postgres',
 			"SELECT lockq_enqueue('W$k', 'waiter$k', '30 s', NULL, '60 s') IS NULL"),
 		't', "fault $k: waiter$k queues behind holder$k");
-	my $lsn = $n->safe_psql('postgres', 'SELECT pg_current_wal_lsn()');
+	# (the insert position: the enqueue's commit is asynchronous, and may
+	# not be written yet, so the write position can still be before it)
+	my $lsn = $n->safe_psql('postgres', 'SELECT pg_current_wal_insert_lsn()');
 	ok($n->poll_query_until('postgres',
 			"SELECT replay_lsn >= '$lsn' FROM pg_stat_replication WHERE application_name = '$standby'"),
 		"fault $k: the standby has the queue");
