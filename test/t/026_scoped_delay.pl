@@ -53,6 +53,14 @@ my $hot_token = scalar_query($node,
 my $te = scalar_query($node, q{SELECT lockq_try('e', 'e1', '2 seconds')});
 scalar_query($node, qq{SELECT lockq_release('e', 'e1', $te)});
 $te = scalar_query($node, q{SELECT lockq_try('e', 'e2', '2 seconds')});
+# e2's grant was shown before its flush (e is unsettled), so the crash
+# could take the grant itself with it: then nothing is left to end.  Wait
+# until the WAL writer has flushed it, as it does within a fraction of a
+# second, so that the crash must end a grant that survived.
+my $lsn = scalar_query($node, 'SELECT pg_current_wal_insert_lsn()');
+ok($node->poll_query_until('postgres',
+		"SELECT pg_current_wal_flush_lsn() >= '$lsn'::pg_lsn"),
+	"e2's grant has reached the disk");
 crash_restart($node);
 my $t_up = time();
 end_session($_) for @loop;
