@@ -13,11 +13,15 @@
  * lockq run runs COMMAND in a process group of its own and signals the
  * whole group.  The command dies with lockq: its leader has
  * PR_SET_PDEATHSIG, and a small guardian process, which outlives a
- * kill -9 of lockq, kills the group when lockq's end of a pipe closes
+ * kill -9 of lockq, kills the group when lockq's end of a socket closes
  * without a goodbye.  While renewals fail, the group is stopped early
  * enough to be dead before the lease can end on the server: SIGTERM at
  * deadline - grace - margin, SIGKILL at deadline - margin, on
- * CLOCK_BOOTTIME.
+ * CLOCK_BOOTTIME.  lockq tells the guardian each new deadline, and the
+ * guardian kills the group at deadline - margin by itself: a lockq that
+ * is stopped (SIGSTOP, Ctrl-Z) or starved renews nothing, and its command
+ * must not run on.  Ctrl-Z stops the command with lockq, and fg continues
+ * both.
  *
  * Copyright (c) 2026, lockq developers
  * This file is part of lockq, released under the PostgreSQL License
@@ -40,6 +44,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/timerfd.h>
 #include <sys/wait.h>
@@ -69,6 +74,9 @@ static lockqc_cancel_flag cancel_wait;			/* stop waiting for the lock */
 static lockqc_cancel_flag lease_lost;
 static bool foreground = false;
 static int	event_pipe[2] = {-1, -1};
+static volatile sig_atomic_t cmd_pgid = 0;	/* COMMAND's group, while it runs */
+static int	tty_fd = -1;		/* the terminal, handed to COMMAND
+								 * (--foreground) */
 static lockqc_conn *conn = NULL;
 
 static void
@@ -101,9 +109,8 @@ usage(FILE *f)
 			"                            margin if less; when renewals fail, at most that)\n"
 			"        --margin D          the group is dead this long before the lease\n"
 			"                            can end (default ttl/10, at most 2s)\n"
-			"        --foreground        keep COMMAND in lockq's process group (for\n"
-			"                            commands that read the terminal); only\n"
-			"                            COMMAND itself is then signalled\n"
+			"        --foreground        give COMMAND's group the terminal (for commands\n"
+			"                            that read it); its signals then go to COMMAND\n"
 			"        -v, --verbose       say when the lock is waited for, taken, released\n"
 			"  %s status [--json] [LOCK]\n"
 			"      Show holders and the ordered queue of every lock (or of LOCK).\n"
@@ -124,8 +131,8 @@ usage(FILE *f)
 			"  run:     COMMAND's exit status (128+N if killed by signal N), or\n"
 			"           %d  not acquired (timeout, or --no-wait and the lock was busy;\n"
 			"               -E changes it)\n"
-			"           %d  the lease was lost, or renewals failed, while COMMAND ran\n"
-			"               (COMMAND was stopped)\n"
+			"           %d  COMMAND was stopped: its lease was lost, renewals failed,\n"
+			"               or lockq was stopped or starved past the lease\n"
 			"           128+N  signal N (SIGINT: 130, SIGTERM: 143) while waiting\n"
 			"               (nothing is left queued)\n"
 			"  status:  0 the lock (any lock, without LOCK) is held, %d it is not\n"
@@ -157,6 +164,38 @@ parse_duration_arg(const char *opt, const char *val)
 		exit(EXIT_USAGE);
 	}
 	return ms;
+}
+
+/*
+ * conninfo_arg takes a -d argument: if it holds a password, a copy is used
+ * and the argument itself is overwritten, so that the password is not
+ * readable by every local user in /proc/PID/cmdline of lockq and of its
+ * guardian for as long as the command runs.  (Before that, it was there
+ * for an instant; PGPASSWORD or a password file leave it out entirely.)
+ */
+static const char *
+conninfo_arg(char *arg)
+{
+	PQconninfoOption *opts = PQconninfoParse(arg, NULL);
+	bool		has_password = false;
+	char	   *copy;
+
+	if (opts == NULL)
+		return arg;				/* invalid: libpq says why later */
+	for (PQconninfoOption *o = opts; o->keyword != NULL; o++)
+		if (strcmp(o->keyword, "password") == 0 && o->val != NULL)
+			has_password = true;
+	PQconninfoFree(opts);
+	if (!has_password)
+		return arg;
+	copy = strdup(arg);
+	if (copy == NULL)
+	{
+		fprintf(stderr, "%s: out of memory\n", progname);
+		exit(EXIT_CONNECTION);
+	}
+	memset(arg, 'x', strlen(arg));
+	return copy;
 }
 
 /* Signal handlers and the lost-lease callback only set flags and poke. */
@@ -193,6 +232,53 @@ on_signal(int sig, siginfo_t *si, void *uc)
 static void
 on_child(int sig)
 {
+	poke_main();
+}
+
+/*
+ * suspend_with_command stops COMMAND's group and then lockq itself, as a
+ * shell's job is stopped: for Ctrl-Z (SIGTSTP to lockq's group) or, with
+ * --foreground, when the terminal stopped COMMAND's group.  The terminal
+ * goes back to lockq's group first, so that the shell sees a stopped job.
+ * While lockq is stopped nothing is renewed; the guardian, which does not
+ * stop, kills the group once the lease's deadline less the margin comes.
+ * Async-signal-safe.
+ */
+static void
+suspend_with_command(void)
+{
+	int			saved = errno;
+
+	if (cmd_pgid > 0)
+		kill(-cmd_pgid, SIGTSTP);
+	if (tty_fd >= 0 && tcgetpgrp(tty_fd) == cmd_pgid)
+		(void) tcsetpgrp(tty_fd, getpgrp());
+	kill(getpid(), SIGSTOP);
+	errno = saved;
+}
+
+static void
+on_tstp(int sig)
+{
+	suspend_with_command();
+}
+
+/*
+ * on_cont: lockq was continued (fg, bg, kill -CONT): so is COMMAND's group.
+ * With --foreground the terminal goes to it again if lockq has it (fg).
+ */
+static void
+on_cont(int sig)
+{
+	int			saved = errno;
+
+	if (cmd_pgid > 0)
+	{
+		if (tty_fd >= 0 && tcgetpgrp(tty_fd) == getpgrp())
+			(void) tcsetpgrp(tty_fd, cmd_pgid);
+		kill(-cmd_pgid, SIGCONT);
+	}
+	errno = saved;
 	poke_main();
 }
 
@@ -281,26 +367,28 @@ free_child_env(char **env)
 	free(env);
 }
 
-/* signal_command sends sig to COMMAND's process group (or to COMMAND). */
+/* signal_command sends sig to COMMAND's process group. */
 static void
 signal_command(pid_t child, int sig)
 {
-	if (foreground)
-		kill(child, sig);
-	else
-		kill(-child, sig);
+	kill(-child, sig);
 }
 
-/* reap collects every child (lockq is a subreaper); true once child ended. */
+/*
+ * reap collects every child (lockq is a subreaper); true once child ended.
+ * *stopped is set when child was stopped (by a signal: job control).
+ */
 static bool
-reap(pid_t child, int *status, bool *done)
+reap(pid_t child, int *status, bool *done, bool *stopped)
 {
 	pid_t		p;
 	int			st;
 
-	while ((p = waitpid(-1, &st, WNOHANG)) > 0)
+	while ((p = waitpid(-1, &st, WNOHANG | WUNTRACED)) > 0)
 	{
-		if (p == child)
+		if (p == child && WIFSTOPPED(st))
+			*stopped = true;
+		else if (p == child)
 		{
 			*status = st;
 			*done = true;
@@ -309,13 +397,23 @@ reap(pid_t child, int *status, bool *done)
 	return *done;
 }
 
+/* What lockq writes to the guardian: a deadline, none, or goodbye. */
+#define GUARD_NO_DEADLINE	((int64_t) 0)
+#define GUARD_GOODBYE		((int64_t) -1)
+#define GUARD_FIRED			2	/* the guardian's exit status when it
+								 * killed the group at a deadline */
+
 /*
  * start_guardian forks the process that kills COMMAND's group if lockq
- * dies without saying goodbye (kill -9, the OOM killer).  It holds only the
- * read end of a pipe whose write end is lockq's alone: end of file without
- * a byte first means lockq is gone.  target is what to kill (-pgid for the
- * group).  Returns the write end, or -1.  Only
- * async-signal-safe calls after fork (lockq has threads).
+ * dies without saying goodbye (kill -9, the OOM killer), or if lockq does
+ * not move the deadline it was last told (CLOCK_BOOTTIME ms, the lease's
+ * local deadline less the margin) before it comes: lockq is stopped or
+ * starved, and renews nothing.  It holds only one end of a socket pair whose
+ * other end is lockq's alone, and reads int64 messages from it: a
+ * deadline, GUARD_NO_DEADLINE, or GUARD_GOODBYE.  target is what to kill
+ * (-pgid for the group).  Returns lockq's end, or -1.  Only
+ * async-signal-safe calls and plain system calls after fork (lockq has
+ * threads).
  */
 static int
 start_guardian(pid_t target, pid_t *gpid)
@@ -323,9 +421,21 @@ start_guardian(pid_t target, pid_t *gpid)
 	int			p[2];
 	pid_t		pid;
 
-	if (pipe2(p, O_CLOEXEC) != 0)
+	/* a socket, not a pipe: send's MSG_NOSIGNAL spares lockq a SIGPIPE */
+	sigset_t	all;
+	sigset_t	old;
+
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, p) != 0)
 		return -1;
+	/*
+	 * Born with every signal blocked: until its setpgid it is in lockq's
+	 * group, and lockq's handlers (a Ctrl-Z would stop it) must not run.
+	 */
+	sigfillset(&all);
+	sigprocmask(SIG_BLOCK, &all, &old);
 	pid = (fork) ();			/* (not the fuzzer's stub for the command) */
+	if (pid != 0)
+		sigprocmask(SIG_SETMASK, &old, NULL);
 	if (pid < 0)
 	{
 		close(p[0]);
@@ -334,9 +444,10 @@ start_guardian(pid_t target, pid_t *gpid)
 	}
 	if (pid == 0)
 	{
-		char		b;
-		ssize_t		r;
-		sigset_t	all;
+		unsigned char msg[sizeof(int64_t)];
+		size_t		have = 0;
+		bool		fired = false;
+		int			tfd;
 		struct sigaction ign;
 
 		memset(&ign, 0, sizeof(ign));
@@ -345,24 +456,81 @@ start_guardian(pid_t target, pid_t *gpid)
 		sigaction(SIGTERM, &ign, NULL);
 		sigaction(SIGHUP, &ign, NULL);
 		sigaction(SIGQUIT, &ign, NULL);
-		sigfillset(&all);
-		sigdelset(&all, SIGKILL);
-		sigprocmask(SIG_SETMASK, &all, NULL);
+		sigaction(SIGTSTP, &ign, NULL);
+		sigaction(SIGTTIN, &ign, NULL);
+		sigaction(SIGTTOU, &ign, NULL);
 		setpgid(0, 0);			/* out of lockq's group and the command's */
-		/* nothing but the pipe: no socket of lockq's stays open here */
+		/* nothing but its end: no socket of lockq's connections stays open here */
 		if (p[0] > 3)
 			syscall(SYS_close_range, 3, p[0] - 1, 0);
 		syscall(SYS_close_range, p[0] + 1, ~0U, 0);
-		do
-			r = read(p[0], &b, 1);
-		while (r < 0 && errno == EINTR);
-		if (r <= 0)
-			kill(target, SIGKILL);
-		_exit(0);
+		tfd = timerfd_create(CLOCK_BOOTTIME, TFD_CLOEXEC | TFD_NONBLOCK);
+		for (;;)
+		{
+			struct pollfd pfd[2] = {{p[0], POLLIN, 0}, {tfd, POLLIN, 0}};
+			uint64_t	ticks;
+
+			if (poll(pfd, tfd >= 0 ? 2 : 1, -1) < 0)
+				continue;
+			/* messages first: a new deadline re-arms the timer */
+			if (pfd[0].revents != 0)
+			{
+				int64_t		v;
+				ssize_t		r = read(p[0], msg + have, sizeof(msg) - have);
+
+				if (r < 0 && errno == EINTR)
+					continue;
+				if (r <= 0)
+				{
+					/* lockq is gone without a goodbye */
+					kill(target, SIGKILL);
+					_exit(GUARD_FIRED);
+				}
+				have += r;
+				if (have < sizeof(msg))
+					continue;
+				have = 0;
+				memcpy(&v, msg, sizeof(v));
+				if (v == GUARD_GOODBYE)
+					_exit(fired ? GUARD_FIRED : 0);
+				if (tfd >= 0)
+				{
+					struct itimerspec its;
+
+					/* a zero it_value disarms the timer: no deadline */
+					memset(&its, 0, sizeof(its));
+					if (v != GUARD_NO_DEADLINE)
+					{
+						its.it_value.tv_sec = v / 1000;
+						its.it_value.tv_nsec = (v % 1000) * 1000000 + 1;
+					}
+					(void) timerfd_settime(tfd, TFD_TIMER_ABSTIME, &its, NULL);
+				}
+			}
+			if (tfd >= 0 && read(tfd, &ticks, sizeof(ticks)) == sizeof(ticks))
+			{
+				/* the deadline came and lockq did not move it */
+				kill(target, SIGKILL);
+				fired = true;
+			}
+		}
 	}
 	close(p[0]);
 	*gpid = pid;
 	return p[1];
+}
+
+/* guard_tell writes one message to the guardian (see start_guardian). */
+static void
+guard_tell(int fd, int64_t v)
+{
+	ssize_t		w;
+
+	if (fd < 0)
+		return;
+	do
+		w = send(fd, &v, sizeof(v), MSG_NOSIGNAL);
+	while (w < 0 && errno == EINTR);
 }
 
 static int64_t
@@ -384,19 +552,58 @@ typedef struct run_opts
 	int64_t		stop_grace_ms;	/* the same when renewals fail: at most
 								 * ttl/2 - margin */
 	int64_t		margin_ms;
+	int64_t		tick_ms;		/* the longest lockq sleeps while COMMAND
+								 * runs (the guardian's deadline moves on
+								 * then) */
 	bool		verbose;
-	bool		nested;			/* part of an enclosing run's grant */
 } run_opts;
 
 /*
- * run_command forks and execs argv with the lock's environment in a
- * process group of its own, and waits for it.  While it runs: signals are
- * passed on to the group once; if the lease is lost, or its local deadline
- * comes within grace + margin (renewals failing), the group gets SIGTERM,
- * and SIGKILL at the earlier of grace later and margin before the
- * deadline.  When COMMAND exits, what it left running in its group is
- * stopped the same way before the lock is released.  Returns lockq's exit
- * status.
+ * exec_command is the child's side of run_command's fork: it joins a
+ * process group of its own (with --foreground, the terminal's foreground
+ * group), undoes lockq's signal settings and execs argv with env.  parent
+ * is lockq's pid.
+ */
+static _Noreturn void
+exec_command(char **argv, char **env, pid_t parent)
+{
+	sigset_t	none;
+
+	/* die with lockq, whatever kills it; it may be gone already */
+	(void) prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() != parent)
+		_exit(EXIT_LOST);
+	setpgid(0, 0);
+	if (tty_fd >= 0)
+		(void) tcsetpgrp(tty_fd, getpid());
+	signal(SIGINT, SIG_DFL);
+	signal(SIGTERM, SIG_DFL);
+	signal(SIGHUP, SIG_DFL);
+	signal(SIGQUIT, SIG_DFL);
+	signal(SIGCHLD, SIG_DFL);
+	signal(SIGTSTP, SIG_DFL);
+	signal(SIGCONT, SIG_DFL);
+	signal(SIGTTOU, SIG_DFL);
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	execvpe(argv[0], argv, env);
+	fprintf(stderr, "%s: could not run \"%s\": %s\n", progname, argv[0],
+			strerror(errno));
+	_exit(errno == ENOENT ? 127 : 126);
+}
+
+/*
+ * run_command runs argv with the lock's environment (exec_command) and
+ * waits for it.  h is the grant, or NULL for a run nested in an enclosing
+ * run's grant (which the enclosing run watches and releases).  While it
+ * runs: signals are passed on to the group once; if the lease is lost, or
+ * its local deadline comes within grace + margin (renewals failing), the
+ * group gets SIGTERM, and SIGKILL at the earlier of grace later and
+ * margin before the deadline; the guardian is told each deadline.  When
+ * COMMAND exits, what it left running in its group is stopped the same
+ * way before the lock is released.  Returns lockq's exit status: 76 only if
+ * the command was stopped for the lease; a lease found ended after the
+ * command exited by itself is said on stderr, with the command's status.
  */
 static int
 run_command(lockqc_handle *h, char **argv, const run_opts *ro)
@@ -405,16 +612,20 @@ run_command(lockqc_handle *h, char **argv, const run_opts *ro)
 	int64_t		margin_ms = ro->margin_ms;
 	pid_t		parent = getpid();
 	pid_t		child;
+	sigset_t	all;
+	sigset_t	old_mask;
 	pid_t		guardian = -1;
 	int			guard_fd = -1;
+	int64_t		guard_at = GUARD_NO_DEADLINE;
 	int			tfd;
 	int			status = 0;
 	bool		done = false;
 	bool		stopping = false;
+	bool		stopped_for_lease = false;
 	bool		killed = false;
 	int64_t		kill_at = INT64_MAX;
 	int64_t		started;
-	char	  **env = child_env(h);
+	char	  **env = h != NULL ? child_env(h) : environ;
 	int			rc;
 
 	if (env == NULL)
@@ -425,40 +636,26 @@ run_command(lockqc_handle *h, char **argv, const run_opts *ro)
 	/* orphans of COMMAND come to us, so that we can tell when all are gone */
 	(void) prctl(PR_SET_CHILD_SUBREAPER, 1);
 
+	/* as the guardian: lockq's handlers must not run in the child */
+	sigfillset(&all);
+	sigprocmask(SIG_BLOCK, &all, &old_mask);
 	child = fork();
+	if (child == 0)
+		exec_command(argv, env, parent);
+	sigprocmask(SIG_SETMASK, &old_mask, NULL);
+	if (h != NULL)
+		free_child_env(env);
 	if (child < 0)
 	{
 		fprintf(stderr, "%s: could not fork: %s\n", progname, strerror(errno));
-		free_child_env(env);
 		return EXIT_CONNECTION;
 	}
-	if (child == 0)
-	{
-		sigset_t	none;
-
-		/* die with lockq, whatever kills it; it may be gone already */
-		(void) prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (getppid() != parent)
-			_exit(EXIT_LOST);
-		if (!foreground)
-			setpgid(0, 0);
-		signal(SIGINT, SIG_DFL);
-		signal(SIGTERM, SIG_DFL);
-		signal(SIGHUP, SIG_DFL);
-		signal(SIGQUIT, SIG_DFL);
-		signal(SIGCHLD, SIG_DFL);
-		sigemptyset(&none);
-		sigprocmask(SIG_SETMASK, &none, NULL);
-		execvpe(argv[0], argv, env);
-		fprintf(stderr, "%s: could not run \"%s\": %s\n", progname, argv[0],
-				strerror(errno));
-		_exit(errno == ENOENT ? 127 : 126);
-	}
-	if (!foreground)
-		setpgid(child, child);	/* (either of us may get there first) */
-	free_child_env(env);
+	setpgid(child, child);		/* (either of us may get there first) */
+	if (tty_fd >= 0)
+		(void) tcsetpgrp(tty_fd, child);
+	cmd_pgid = child;
 	started = now_ms();
-	guard_fd = start_guardian(foreground ? child : -child, &guardian);
+	guard_fd = start_guardian(-child, &guardian);
 	if (guard_fd < 0)
 	{
 		fprintf(stderr, "%s: could not start the guardian process: %s\n", progname,
@@ -470,15 +667,16 @@ run_command(lockqc_handle *h, char **argv, const run_opts *ro)
 	for (;;)
 	{
 		struct pollfd pfd[2] = {{event_pipe[0], POLLIN, 0}, {tfd, POLLIN, 0}};
+		bool		job_stopped = false;
 		int64_t		now;
 		int64_t		left;
 		int64_t		wake = INT64_MAX;
 		char		buf[64];
 
-		if (reap(child, &status, &done))
+		if (reap(child, &status, &done, &job_stopped))
 		{
 			/* what COMMAND left running in its group must not outlive the lock */
-			if (foreground || kill(-child, 0) != 0)
+			if (kill(-child, 0) != 0)
 				break;
 			if (!stopping)
 			{
@@ -489,15 +687,21 @@ run_command(lockqc_handle *h, char **argv, const run_opts *ro)
 				kill_at = now_ms() + grace_ms;
 			}
 		}
+		else if (job_stopped && tty_fd >= 0)
+		{
+			/* the terminal stopped the command (Ctrl-Z): so is its job */
+			suspend_with_command();
+			continue;
+		}
 		now = now_ms();
-		left = ro->nested ? INT64_MAX : lockqc_remaining_ms(h);
+		left = h == NULL ? INT64_MAX : lockqc_remaining_ms(h);
 		if (!stopping && (atomic_load(&lease_lost) || left == 0))
 		{
 			fprintf(stderr, "%s: lease on \"%s\" lost; stopping the command\n",
 					progname, lockqc_lock_id(h));
 			atomic_store(&lease_lost, 1);
 			signal_command(child, SIGTERM);
-			stopping = true;
+			stopping = stopped_for_lease = true;
 			kill_at = now + grace_ms;
 		}
 		else if (!stopping && left <= ro->stop_grace_ms + margin_ms)
@@ -506,11 +710,12 @@ run_command(lockqc_handle *h, char **argv, const run_opts *ro)
 					progname, lockqc_lock_id(h), left);
 			atomic_store(&lease_lost, 1);
 			signal_command(child, SIGTERM);
-			stopping = true;
+			stopping = stopped_for_lease = true;
 			kill_at = now + lqc_cli_max(left - margin_ms, 0);
 		}
 		else if (!stopping && left != INT64_MAX)
-			wake = now + left - ro->stop_grace_ms - margin_ms;
+			wake = lqc_cli_min(now + left - ro->stop_grace_ms - margin_ms,
+							   now + ro->tick_ms);
 		if (stopping && !killed)
 		{
 			/* never later than the margin before the lease can end */
@@ -528,6 +733,26 @@ run_command(lockqc_handle *h, char **argv, const run_opts *ro)
 		{
 			signal_command(child, got_signal);
 			got_signal = 0;
+		}
+
+		/*
+		 * The guardian kills the group if lockq cannot: at deadline -
+		 * margin, or once the group is being stopped, when lockq would
+		 * (a lease lost outright keeps its grace).
+		 */
+		{
+			int64_t		at = stopping ? (killed ? GUARD_NO_DEADLINE : kill_at) :
+				left == INT64_MAX ? GUARD_NO_DEADLINE : now + left - margin_ms;
+
+			if (at != GUARD_NO_DEADLINE)
+				at = lqc_cli_max(at, 1);
+			if (at == INT64_MAX)
+				at = GUARD_NO_DEADLINE;
+			if (at != guard_at)
+			{
+				guard_at = at;
+				guard_tell(guard_fd, guard_at);
+			}
 		}
 		if (tfd >= 0 && wake != INT64_MAX)
 		{
@@ -551,39 +776,51 @@ run_command(lockqc_handle *h, char **argv, const run_opts *ro)
 			while (read(tfd, buf, sizeof(buf)) > 0)
 				;
 	}
+	cmd_pgid = 0;
 	if (tfd >= 0)
 		close(tfd);
+	if (tty_fd >= 0)
+		(void) tcsetpgrp(tty_fd, getpgrp());	/* the terminal is ours again */
 
-	if (ro->nested)
-		lockqc_forget(h);		/* the enclosing run releases it */
-	else
+	/*
+	 * Goodbye to the guardian: the group is gone, nothing to kill.  If it
+	 * killed the group before lockq had begun to stop it, lockq could not
+	 * renew in time.  (Once lockq stops the group, the guardian may only
+	 * beat it to the same SIGKILL.)
+	 */
+	if (guard_fd >= 0)
+	{
+		int			gst = 0;
+
+		guard_tell(guard_fd, GUARD_GOODBYE);
+		close(guard_fd);
+		if (guardian > 0 && waitpid(guardian, &gst, 0) == guardian &&
+			WIFEXITED(gst) && WEXITSTATUS(gst) == GUARD_FIRED && !stopping)
+		{
+			fprintf(stderr, "%s: the lease on \"%s\" ran out while lockq could not renew it (stopped or starved); the command was killed\n",
+					progname, h ? lockqc_lock_id(h) : "?");
+			atomic_store(&lease_lost, 1);
+			stopped_for_lease = true;
+		}
+	}
+
+	if (h != NULL)
 	{
 		char	   *lock_id = strdup(lockqc_lock_id(h));
 		int			urc = lockqc_unlock(h);
 
-		if (urc == LOCKQC_LOST)
-			atomic_store(&lease_lost, 1);
-		else if (urc != LOCKQC_OK)
+		if (urc == LOCKQC_LOST && !stopped_for_lease)
+			fprintf(stderr, "%s: the release of \"%s\" found its grant already ended (an administrator, a crash of the server, or a lost reply to the release); the command had ended by itself before lockq noticed\n",
+					progname, lock_id ? lock_id : "?");
+		else if (urc != LOCKQC_OK && urc != LOCKQC_LOST)
 			fprintf(stderr, "%s: %s\n", progname, lockqc_errmsg(conn));
-		else if (ro->verbose)
+		else if (urc == LOCKQC_OK && ro->verbose)
 			fprintf(stderr, "%s: released \"%s\" after %.3f s\n", progname,
 					lock_id ? lock_id : "?", (now_ms() - started) / 1000.0);
 		free(lock_id);
 	}
-	h = NULL;
 
-	/* goodbye to the guardian: the group is gone, nothing to kill */
-	if (guard_fd >= 0)
-	{
-		ssize_t		w = write(guard_fd, "q", 1);
-
-		(void) w;
-		close(guard_fd);
-		if (guardian > 0)
-			(void) waitpid(guardian, NULL, 0);
-	}
-
-	if (atomic_load(&lease_lost))
+	if (stopped_for_lease)
 		rc = EXIT_LOST;
 	else if (WIFEXITED(status))
 		rc = WEXITSTATUS(status);
@@ -596,7 +833,8 @@ run_command(lockqc_handle *h, char **argv, const run_opts *ro)
 
 /*
  * nested_in_enclosing_run: is this run inside a lockq run of the same lock
- * and owner (its LOCKQ_LOCK and LOCKQ_OWNER in our environment)?
+ * and owner (its LOCKQ_LOCK, LOCKQ_OWNER and LOCKQ_TOKEN in our
+ * environment)?
  */
 static bool
 nested_in_enclosing_run(const char *lock_id, const char *owner)
@@ -607,6 +845,38 @@ nested_in_enclosing_run(const char *lock_id, const char *owner)
 	return owner != NULL && el != NULL && eo != NULL &&
 		strcmp(el, lock_id) == 0 && strcmp(eo, owner) == 0 &&
 		getenv("LOCKQ_TOKEN") != NULL;
+}
+
+static PGconn *pg_connect(const char *conninfo, char **schema);
+static PGresult *pg_query(PGconn *pg, const char *sql, int n,
+						  const char *const *params);
+
+/*
+ * enclosing_grant_held asks the server whether the enclosing run's grant
+ * (token) of lock_id still holds, without touching it: a nested run must
+ * neither shorten nor end the enclosing run's lease (lockq_try by the same
+ * owner would set it to the nested run's ttl).  Exits 69 if the server
+ * cannot be asked.
+ */
+static bool
+enclosing_grant_held(const char *conninfo, const char *lock_id, const char *token)
+{
+	char	   *schema;
+	char	   *sql;
+	PGconn	   *pg = pg_connect(conninfo, &schema);
+	PGresult   *res;
+	const char *params[2] = {lock_id, token};
+	bool		held;
+
+	if (asprintf(&sql, "SELECT %s.lockq_holds($1, $2::pg_catalog.int8)", schema) < 0)
+		exit(EXIT_CONNECTION);
+	res = pg_query(pg, sql, 2, params);
+	held = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+	PQclear(res);
+	free(sql);
+	PQfreemem(schema);
+	PQfinish(pg);
+	return held;
 }
 
 static int
@@ -702,7 +972,7 @@ cmd_run(int argc, char **argv, const char *conninfo)
 				foreground = true;
 				break;
 			case 'd':
-				conninfo = optarg;
+				conninfo = conninfo_arg(optarg);
 				break;
 			case 'h':
 				usage(stdout);
@@ -763,6 +1033,8 @@ cmd_run(int argc, char **argv, const char *conninfo)
 	}
 	/* a longer grace still applies to a lease lost outright */
 	ro.stop_grace_ms = lqc_cli_min(ro.grace_ms, opts.ttl_ms / 2 - ro.margin_ms);
+	/* renewals come every ttl/3: the guardian hears of each within ttl/8 */
+	ro.tick_ms = lqc_cli_max(lqc_cli_min(opts.ttl_ms / 8, 1000), 10);
 
 	if (pipe2(event_pipe, O_NONBLOCK | O_CLOEXEC) != 0)
 	{
@@ -774,6 +1046,38 @@ cmd_run(int argc, char **argv, const char *conninfo)
 	set_info_handler(SIGHUP);
 	set_info_handler(SIGQUIT);
 	set_handler(SIGCHLD, on_child);
+	set_handler(SIGTSTP, on_tstp);
+	set_handler(SIGCONT, on_cont);
+	if (foreground)
+	{
+		/* only if lockq has the terminal (a foreground job) */
+		tty_fd = open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC);
+		if (tty_fd >= 0 && tcgetpgrp(tty_fd) != getpgrp())
+		{
+			close(tty_fd);
+			tty_fd = -1;
+		}
+		/* handing the terminal on and back, from the background */
+		if (tty_fd >= 0)
+			signal(SIGTTOU, SIG_IGN);
+	}
+
+	/* nested: the enclosing run holds, renews and releases the grant */
+	if (nested_in_enclosing_run(lock_id, opts.owner))
+	{
+		const char *token = getenv("LOCKQ_TOKEN");
+
+		if (!enclosing_grant_held(conninfo, lock_id, token))
+		{
+			fprintf(stderr, "%s: the enclosing run's grant of \"%s\" (token %s) has ended\n",
+					progname, lock_id, token);
+			return EXIT_LOST;
+		}
+		if (ro.verbose)
+			fprintf(stderr, "%s: \"%s\" is held by the enclosing run (token %s); it renews and releases it\n",
+					progname, lock_id, token);
+		return run_command(NULL, cmd_argv, &ro);
+	}
 
 	conn = lockqc_connect(conninfo, &errmsg);
 	if (conn == NULL)
@@ -784,32 +1088,14 @@ cmd_run(int argc, char **argv, const char *conninfo)
 	}
 
 	t0 = now_ms();
-	rc = LOCKQC_NOT_AVAILABLE;
-	if (nested_in_enclosing_run(lock_id, opts.owner))
-	{
-		/* re-entrant: the same owner gets the same token at once */
-		rc = lockqc_trylock(conn, lock_id, &opts, &h);
-		if (rc == LOCKQC_OK &&
-			strcmp(getenv("LOCKQ_TOKEN"), "") != 0 &&
-			lockqc_token(h) == strtoll(getenv("LOCKQ_TOKEN"), NULL, 10))
-		{
-			ro.nested = true;
-			if (ro.verbose)
-				fprintf(stderr, "%s: \"%s\" is held by the enclosing run (token %" PRId64 "); it releases it\n",
-						progname, lock_id, lockqc_token(h));
-		}
-	}
-	if (rc != LOCKQC_OK)
-	{
-		if (ro.verbose && !no_wait)
-			fprintf(stderr, "%s: waiting for \"%s\"\n", progname, lock_id);
-		rc = no_wait ? lockqc_trylock(conn, lock_id, &opts, &h)
-			: lockqc_lock(conn, lock_id, &opts, &h);
-	}
+	if (ro.verbose && !no_wait)
+		fprintf(stderr, "%s: waiting for \"%s\"\n", progname, lock_id);
+	rc = no_wait ? lockqc_trylock(conn, lock_id, &opts, &h)
+		: lockqc_lock(conn, lock_id, &opts, &h);
 	switch (rc)
 	{
 		case LOCKQC_OK:
-			if (ro.verbose && !ro.nested)
+			if (ro.verbose)
 				fprintf(stderr, "%s: acquired \"%s\" (token %" PRId64 ") after %.3f s\n",
 						progname, lock_id, lockqc_token(h), (now_ms() - t0) / 1000.0);
 			rc = run_command(h, cmd_argv, &ro);
@@ -991,7 +1277,7 @@ cmd_status(int argc, char **argv, const char *conninfo)
 				json = true;
 				break;
 			case 'd':
-				conninfo = optarg;
+				conninfo = conninfo_arg(optarg);
 				break;
 			case 'h':
 				usage(stdout);
@@ -1140,7 +1426,7 @@ cmd_release(int argc, char **argv, const char *conninfo)
 				}
 				break;
 			case 'd':
-				conninfo = optarg;
+				conninfo = conninfo_arg(optarg);
 				break;
 			case 'h':
 				usage(stdout);
@@ -1201,7 +1487,7 @@ cmd_force_release(int argc, char **argv, const char *conninfo)
 		switch (c)
 		{
 			case 'd':
-				conninfo = optarg;
+				conninfo = conninfo_arg(optarg);
 				break;
 			case 'h':
 				usage(stdout);
@@ -1255,7 +1541,7 @@ main(int argc, char **argv)
 		}
 		if ((strcmp(argv[1], "-d") == 0 || strcmp(argv[1], "--dbname") == 0) && argc > 2)
 		{
-			conninfo = argv[2];
+			conninfo = conninfo_arg(argv[2]);
 			argv[2] = argv[0];
 			argv += 2;
 			argc -= 2;

@@ -501,10 +501,11 @@ given_duration(char **args, int nargs, int64_t ms)
 			return true;
 		if (eq != NULL && lockqc_parse_duration(eq + 1, &v) == 0 && v == ms)
 			return true;
-		/* a short option with its value attached: -w2.5 */
-		if (args[i][0] == '-' && args[i][1] != '-' && args[i][1] != '\0' &&
-			lockqc_parse_duration(args[i] + 2, &v) == 0 && v == ms)
-			return true;
+		/* a short option with its value attached: -w2.5, or -vw2.5 */
+		if (args[i][0] == '-' && args[i][1] != '-' && args[i][1] != '\0')
+			for (size_t j = 2; args[i][j - 1] != '\0'; j++)
+				if (lockqc_parse_duration(args[i] + j, &v) == 0 && v == ms)
+					return true;
 	}
 	return false;
 }

@@ -5,6 +5,9 @@
 #   USR1  black hole: accept connections and read everything, forward
 #         nothing, close nothing (a host that vanished without a reset)
 #   USR2  lost replies: forward requests, drop every answer
+#   WINCH cut in the reply: forward requests; the next answer is dropped
+#         and both of its connection's sockets are closed (a reset in the
+#         middle of the reply), then forward again
 #   HUP   forward again
 # start_proxy(port) returns (pid, listen port); stop_proxy(pid) ends it.
 #
@@ -44,6 +47,7 @@ sub start_proxy
 	my $mode = 'pass';
 	$SIG{USR1} = sub { $mode = 'hole' };
 	$SIG{USR2} = sub { $mode = 'noreply' };
+	$SIG{WINCH} = sub { $mode = 'cut' };
 	$SIG{HUP} = sub { $mode = 'pass' };
 	$SIG{TERM} = sub { POSIX::_exit(0) };
 	my $sel = IO::Select->new($listen);
@@ -96,6 +100,17 @@ sub start_proxy
 			next if $mode eq 'hole';
 			next if $mode eq 'noreply' && !$up{$s};
 			my $p = $peer{$s} or next;
+			if ($mode eq 'cut' && !$up{$s})
+			{
+				$sel->remove($s);
+				$sel->remove($p);
+				delete $peer{$s};
+				delete $peer{$p};
+				close $s;
+				close $p;
+				$mode = 'pass';
+				next;
+			}
 			syswrite($p, $buf);
 		}
 	}

@@ -6,6 +6,11 @@
 # beside it; one Ctrl-C reaches the command once; a nested run with the
 # same owner does not release the outer grant; exit codes and messages;
 # flock's switches; lockq force-release; lockq status's exit code.
+# Issue 22: a stopped lockq (SIGSTOP, Ctrl-Z) leaves no command running
+# past its lease; a nested run neither shortens nor ends the outer lease;
+# a final release that finds its grant ended keeps the command's status;
+# --foreground stops the command's children and hands the terminal on;
+# a password in -d is hidden from /proc/PID/cmdline.
 #
 # Copyright (c) 2026, lockq developers
 # This file is part of lockq, released under the PostgreSQL License
@@ -14,6 +19,7 @@ use strict;
 use warnings;
 
 use IPC::Run;
+use POSIX ();
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -211,13 +217,28 @@ sub pid_in
 }
 
 # --- 5. a nested run with the same owner does not release the outer grant -------
+# nor shorten its lease: the inner asks a 2 s ttl inside an outer 30 s one
+# and runs for 1 s (its renewals would set the lease to now + 2 s), and the
+# outer still holds 3 s after the inner ended
 {
 	my ($rc, $out, $err) = lockq('run', '-d', $conn, 'K5', '--', 'sh', '-c',
-		"$lockq run -d '$conn' --owner \"\$LOCKQ_OWNER\" K5 -- true && sleep 1 && $lockq status -d '$conn' K5 && echo outer-done");
+		"$lockq run -d '$conn' --owner \"\$LOCKQ_OWNER\" --ttl 2s K5 -- sh -c 'echo inner \$LOCKQ_TOKEN; sleep 1' && sleep 3 && $lockq status -d '$conn' K5 && echo outer \$LOCKQ_TOKEN");
 	is($rc, 0, 'outer run: 0 (its command was not stopped)') or diag($err);
-	like($out, qr/K5: held by .*outer-done/s, 'after the inner run ended, the outer still held the lock');
+	like($out, qr/K5: held by .*outer \d+/s, 'after the inner run (ttl 2 s) ended, the outer still held the lock 3 s later');
+	my ($inner) = $out =~ /^inner (\d+)$/m;
+	my ($outer) = $out =~ /^outer (\d+)$/m;
+	is($inner, $outer, 'with one token');
 	is(scalar_query($node, "SELECT count(*) FROM lockq_locks WHERE lock_id = 'K5'"), '0',
 		'released when the outer run ended');
+
+	# a nested run whose enclosing grant has ended runs nothing
+	my ($o, $e) = ('', '');
+	IPC::Run::run([ 'env', 'LOCKQ_LOCK=K5', 'LOCKQ_OWNER=gone', 'LOCKQ_TOKEN=12345',
+			$lockq, 'run', '-d', $conn, '--owner', 'gone', 'K5', '--', 'echo', 'ran' ],
+		'>', \$o, '2>', \$e, IPC::Run::timeout(60));
+	is($? >> 8, 76, 'a nested run of an ended grant: 76');
+	is($o, '', 'its command did not run');
+	like($e, qr/the enclosing run's grant of "K5" \(token 12345\) has ended/, 'said');
 }
 
 # --- 6. exit codes and messages -----------------------------------------------
@@ -289,6 +310,203 @@ sub pid_in
 	is($rc, 4, 'flock order: LOCK -c COMMAND');
 	($rc, $out, $err) = lockq('run', '-d', $conn, '--timeout', '1s', '--no-wait', 'K7', '--', 'true');
 	is($rc, 64, 'the long options still work (and still conflict)');
+}
+
+# proc_state(pid): the state letter of /proc/PID/stat ('' once gone)
+sub proc_state
+{
+	my ($pid) = @_;
+	open(my $f, '<', "/proc/$pid/stat") or return '';
+	my $l = <$f> // '';
+	close $f;
+	return $l =~ /^\d+ \(.*\) (\S)/s ? $1 : '';
+}
+
+# wait_state(pid, letters, secs): polls (10 ms) until its state is one of them
+sub wait_state
+{
+	my ($pid, $want, $secs) = @_;
+	my $end = time() + $secs;
+	while (time() < $end)
+	{
+		return 1 if proc_state($pid) =~ /^[$want]$/;
+		select(undef, undef, undef, 0.01);
+	}
+	return 0;
+}
+
+# --- 8. lockq stopped (SIGSTOP, or Ctrl-Z): its command ends with the lease ----
+# Nothing renews while lockq is stopped; the guardian, which is not
+# stopped, kills the group at deadline - margin.  A's command ignores
+# SIGTERM; ttl 3 s, margin 300 ms.
+for my $how (qw(STOP TSTP))
+{
+	my $alog = "$dir/stop-$how.log";
+	my ($ao, $ae, $bo, $be) = ('', '', '', '');
+	# lockq leads a process group, as in a shell
+	my $a = IPC::Run::start([ 'perl', '-e', 'setpgrp(0, 0); exec @ARGV', $lockq,
+			'run', '-d', $conn, '--ttl', '3s', "K8$how", '--', 'sh', '-c',
+			"trap '' TERM; echo A \$(date +%s%N) >> $alog; echo pid \$\$; while :; do echo A \$(date +%s%N) >> $alog; sleep .02; done" ],
+		'>', \$ao, '2>', \$ae, IPC::Run::timeout(60));
+	$a->pump until $ao =~ /pid (\d+)/;
+	my $cmd = $1;
+	my $lockq_pid = $a->{KIDS}[0]{PID};
+	if ($how eq 'STOP')
+	{
+		kill 'STOP', $lockq_pid;
+	}
+	else
+	{
+		kill 'TSTP', -$lockq_pid;	# Ctrl-Z: the terminal signals lockq's group
+	}
+	ok(wait_state($lockq_pid, 'T', 10), "$how: lockq is stopped");
+	ok(wait_state($cmd, 'T', 10), 'Ctrl-Z: and so is its command') if $how eq 'TSTP';
+	my $b = start_lockq(\$bo, \$be, 'run', '-d', $conn, "K8$how", '--',
+		'sh', '-c', "echo B \$(date +%s%N); cat /proc/$cmd/stat 2>/dev/null; echo");
+	$b->finish;
+	is(($b->results)[0], 0, "$how: B ran once A's lease ended");
+	my ($b_start) = $bo =~ /^B (\d+)$/m;
+	my ($a_state) = $bo =~ /^\d+ \(.*\) (\S)/m;
+	ok(!defined $a_state || $a_state eq 'Z', "$how: A's command was dead when B's started")
+	  or diag("state $a_state");
+	is(proc_state($lockq_pid), 'T', "$how: (lockq was still stopped)");
+	my @a_times = map { /^A (\d+)$/ ? $1 : () } split /\n/, slurp_file($alog);
+	ok($a_times[-1] < $b_start, "$how: A's command wrote its last line before B's command started");
+	note sprintf('%s: A last wrote %.0f ms before B started', $how, ($b_start - $a_times[-1]) / 1e6);
+	kill 'CONT', $lockq_pid;
+	is(finish_within($a), 76, "$how: continued, lockq exits 76");
+	like($ae, qr/ran out while lockq could not renew it/, "$how: and says why");
+}
+
+# ... and Ctrl-Z then fg within the lease: the command stops and goes on
+{
+	my ($o, $e) = ('', '');
+	my $h = IPC::Run::start([ 'perl', '-e', 'setpgrp(0, 0); exec @ARGV', $lockq,
+			'run', '-d', $conn, 'K8fg', '--', 'sh', '-c',
+			'echo pid $$; read x; echo got $x' ],
+		'<', \my $in, '>', \$o, '2>', \$e, IPC::Run::timeout(60));
+	$h->pump until $o =~ /pid (\d+)/;
+	my $cmd = $1;
+	my $lockq_pid = $h->{KIDS}[0]{PID};
+	kill 'TSTP', -$lockq_pid;
+	ok(wait_state($lockq_pid, 'T', 10) && wait_state($cmd, 'T', 10),
+		'Ctrl-Z stops lockq and its command');
+	kill 'CONT', -$lockq_pid;	# fg
+	ok(wait_state($cmd, 'SR', 10), 'fg: the command goes on');
+	$in = "on\n";
+	is(finish_within($h), 0, 'and ends as it would have');
+	like($o, qr/^got on$/m, 'its work done');
+}
+
+# --- 9. a cut in the reply to the final release --------------------------------
+# The release was applied; its repeat after the reconnect finds the grant
+# gone.  The command was never stopped: its own status, and a word on stderr.
+{
+	my ($ppid, $pport) = start_proxy($port);
+	my ($rc, $out, $err) = lockq_within(60, 'run', '-d', "host=127.0.0.1 port=$pport dbname=postgres",
+		'K9', '--', 'sh', '-c', "kill -WINCH $ppid; sleep .2; exit 3");
+	is($rc, 3, 'the final release\'s reply cut: the command\'s status, not 76') or diag($err);
+	like($err, qr/the release of "K9" found its grant already ended/, 'what the release found is said');
+	is(scalar_query($node, "SELECT count(*) FROM lockq_locks WHERE lock_id = 'K9'"), '0',
+		'the release was applied');
+	stop_proxy($ppid);
+}
+
+# --- 10. --foreground: the command's children are stopped with it ------------------
+for my $fault (qw(lost kill9))
+{
+	my ($o, $e) = ('', '');
+	my $h = start_lockq_within(30, \$o, \$e, 'run', '-d', $conn, '--foreground', '--grace', '500ms',
+		"K10$fault", '--', 'sh', '-c',
+		"echo pid \$\$; (exec sh -c 'echo \$\$ > $dir/sub10$fault.pid; while :; do sleep .1; done') >/dev/null & wait");
+	$h->pump until $o =~ /pid (\d+)/;
+	my $cmd = $1;
+	my $sub = pid_in("$dir/sub10$fault.pid");
+	if ($fault eq 'lost')
+	{
+		scalar_query($node, "SELECT lockq_force_release('K10$fault')");
+		is(finish_within($h), 76, '--foreground, lease lost: 76');
+		ok(wait_gone(20, $cmd, $sub), '--foreground, lease lost: the command and its child are gone')
+		  or kill('KILL', $cmd, $sub);
+	}
+	else
+	{
+		kill 'KILL', $h->{KIDS}[0]{PID};
+		finish_within($h);
+		ok(wait_gone(20, $cmd, $sub), '--foreground, kill -9 of lockq: the command and its child are gone')
+		  or kill('KILL', $cmd, $sub);
+		scalar_query($node, "SELECT lockq_force_release('K10$fault')");
+	}
+}
+
+# ... and on a terminal, the command reads it, and Ctrl-Z there stops the job
+SKIP:
+{
+	skip 'IO::Pty is not installed', 5 unless eval { require IO::Pty; 1 };
+	my $pty = IO::Pty->new;
+	my $pid = fork();
+	die "fork: $!" unless defined $pid;
+	if ($pid == 0)
+	{
+		$pty->make_slave_controlling_terminal;
+		my $slave = $pty->slave;
+		close $pty;
+		open(STDIN, '<&', $slave) or die;
+		open(STDOUT, '>&', $slave) or die;
+		open(STDERR, '>&', $slave) or die;
+		exec($lockq, 'run', '-d', $conn, '--foreground', 'K10tty', '--', 'sh', '-c',
+			'echo "pid $$"; read x; echo "got-$x"; read y; echo "got-$y"')
+		  or POSIX::_exit(127);
+	}
+	$pty->close_slave;
+	my $seen = '';
+	my $expect = sub {
+		my ($re) = @_;
+		my $end = time() + $timeout;
+		while ($seen !~ $re && time() < $end)
+		{
+			my $rin = '';
+			vec($rin, fileno($pty), 1) = 1;
+			next unless select(my $rout = $rin, undef, undef, 0.1);
+			my $n = sysread($pty, my $buf, 4096);
+			last unless $n;
+			$seen .= $buf;
+		}
+		return $seen =~ $re;
+	};
+	ok($expect->(qr/pid (\d+)/), 'on a terminal, the command starts');
+	my ($cmd) = $seen =~ /pid (\d+)/;
+	syswrite($pty, "hello\n");
+	ok($expect->(qr/got-hello/), 'and reads the terminal');
+	syswrite($pty, "\x1a");		# ^Z
+	ok(wait_state($cmd, 'T', 10) && wait_state($pid, 'T', 10),
+		'^Z on the terminal stops the command, then lockq (the job)');
+	kill 'CONT', $pid;			# fg
+	syswrite($pty, "bye\n");
+	ok($expect->(qr/got-bye/), 'continued, the command has the terminal again');
+	waitpid($pid, 0);
+	is($? >> 8, 0, 'and lockq ends with its status');
+}
+
+# --- 11. a password in -d is not shown to other users ---------------------------
+{
+	my ($o, $e) = ('', '');
+	my $h = start_lockq_within(30, \$o, \$e, 'run', '-d', "$conn password=s3cr3t-pw", 'K11', '--',
+		'sh', '-c', 'echo running; exec sleep 30');
+	$h->pump until $o =~ /running/;
+	my $lockq_pid = $h->{KIDS}[0]{PID};
+	my @pids = ($lockq_pid);
+	for my $stat (glob('/proc/[0-9]*/stat'))
+	{
+		my $l = eval { slurp_file($stat) } // next;
+		push @pids, $1 if $l =~ /^(\d+) \(.*\) \S (\d+)/s && $2 == $lockq_pid;
+	}
+	my $cmdlines = join("\n", map { my $c = eval { slurp_file("/proc/$_/cmdline") } // ''; $c =~ tr/\0/ /; $c } @pids);
+	cmp_ok(scalar(@pids), '>=', 3, 'lockq, its guardian and the command run');
+	unlike($cmdlines, qr/s3cr3t/, 'the password is in none of their command lines');
+	like($cmdlines, qr/lockq run -d x+ K11/, 'lockq\'s shows where it was hidden');
+	$h->signal('TERM');
+	finish_within($h);
 }
 
 is(scalar_query($node, "SELECT holders || '/' || waiters FROM lockq_stats"),
