@@ -509,6 +509,33 @@ SKIP:
 	finish_within($h);
 }
 
+# --- 12. --timeout when the server stops answering ---------------------------------
+# lockq's backend is stopped while it waits: lockq gives up at the timeout,
+# and exits within the documented slack (1 s to withdraw the wait, 2 s to
+# close the connection), with 75.
+{
+	scalar_query($node, "SELECT lockq_try('K12', 'someone', '1 hour')");
+	my ($o, $e) = ('', '');
+	my $t0 = time();
+	my $h = start_lockq_within(60, \$o, \$e, 'run', '-d', $conn, '--timeout', '3s', 'K12', '--', 'true');
+	ok(wait_for_waiters($node, 'K12', 1), 'lockq waits');
+	my $backend = scalar_query($node,
+		q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'client backend'
+		   AND pid <> pg_backend_pid() AND query ~ 'lockq_(enqueue|await|heartbeat)'});
+	kill 'STOP', $backend;
+	my $rc = finish_within($h);
+	my $took = time() - $t0;
+	kill 'CONT', $backend;
+	is($rc, 75, '--timeout 3s, its backend stopped: 75');
+	cmp_ok($took, '<', 3 + 3 + 0.5, 'within the timeout and its slack of 3 s');
+	note sprintf('--timeout 3s with a stopped backend: exited after %.2f s', $took);
+	ok($node->poll_query_until('postgres', 'SELECT waiters = 0 FROM lockq_stats'),
+		'the wait it could not withdraw is dropped by the server (missed heartbeats)');
+	scalar_query($node, "SELECT lockq_release('K12', 'someone')");
+	$node->poll_query_until('postgres',
+		qq{SELECT count(*) = 0 FROM pg_stat_activity WHERE pid = $backend});
+}
+
 is(scalar_query($node, "SELECT holders || '/' || waiters FROM lockq_stats"),
 	'0/0', 'nothing left held or queued');
 $node->stop;
