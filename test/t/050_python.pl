@@ -26,7 +26,7 @@ my $dir = "$ENV{TESTDIR}/client/python";
 my ($out, $err) = ('', '');
 # -P and the directory: the tree's root holds lockq.so, the server's module,
 # which Python would otherwise import as "lockq".
-IPC::Run::run([ $python, '-P', '-m', 'unittest', 'discover', '-v', '-s', "$dir/tests" ],
+IPC::Run::run([ $python, '-P', '-W', 'ignore::ResourceWarning', '-m', 'unittest', 'discover', '-v', '-s', "$dir/tests" ],
 	'>', \$out, '2>', \$err,
 	init => sub {
 		chdir $dir or die "chdir $dir: $!";

@@ -76,12 +76,24 @@ class _Hub:
         self._mu = threading.Lock()
 
     def register(self, lease):
+        """Registers a lease about to wait; returns instead the lease that
+        already holds lock_id for the same owner in this process, which the
+        new one then joins (counted re-entrancy)."""
         with self._mu:
-            self._leases[(lease.lock_id, lease.owner)] = lease
+            key = (lease.lock_id, lease.owner)
+            other = self._leases.get(key)
+            if other is not None and other._join():
+                return other
+            if other is not None:
+                raise RuntimeError("lock %r is already being waited for by owner %r "
+                                   "in this process" % key)
+            self._leases[key] = lease
+            return None
 
     def unregister(self, lease):
         with self._mu:
-            self._leases.pop((lease.lock_id, lease.owner), None)
+            if self._leases.get((lease.lock_id, lease.owner)) is lease:
+                del self._leases[(lease.lock_id, lease.owner)]
 
     def dispatch(self, payload):
         notice = parse_notice(payload)
@@ -113,36 +125,51 @@ def _read_notices(conn, hub, timeout):
                     hub.dispatch(n.extra)
 
 
+def _gone(what):
+    return psycopg.OperationalError("the %s lockq was used with is gone" % what)
+
+
 class _ConnSource:
     """A connection of the caller's, used for every statement, and read for
-    notices while idle by a thread of ours until it is closed."""
+    notices while idle by a thread of ours until it is closed or dropped.
+    It is held by a weak reference: a connection the caller drops is closed
+    (and its backend ends) as if lockq had never seen it."""
 
     def __init__(self, conn):
         if not conn.autocommit:
             raise ValueError("lockq needs a connection in autocommit mode (its LISTEN "
                              "must commit); use conn.transaction() blocks for your "
                              "writes, or pass a ConnectionPool")
-        self.conn = conn
+        self._conn = weakref.ref(conn)
         self.hub = _Hub()
         self.stmts = statements(_schema(conn))
-        conn.add_notify_handler(self._on_notify)
+        hub = self.hub
+        conn.add_notify_handler(lambda n: n.channel == hub.channel and hub.dispatch(n.payload))
         _listen(conn, self.hub.channel)
-        threading.Thread(target=self._listen_loop, name="lockq-listener",
-                         daemon=True).start()
-
-    def _on_notify(self, n):
-        if n.channel == self.hub.channel:
-            self.hub.dispatch(n.payload)
+        threading.Thread(target=_conn_listen_loop, args=(self._conn, hub),
+                         name="lockq-listener", daemon=True).start()
 
     def run(self, name, params):
-        return self.conn.execute(self.stmts[name], params).fetchone()[0]
+        conn = self._conn()
+        if conn is None:
+            raise _gone("connection")
+        # never prepared: behind a transaction pooler a prepared statement
+        # lives on one server connection, and the next may lack it
+        return conn.execute(self.stmts[name], params, prepare=False).fetchone()[0]
 
-    def _listen_loop(self):
-        try:
-            while not self.conn.closed:
-                _read_notices(self.conn, self.hub, 1.0)
-        except (psycopg.Error, OSError, ValueError):
-            pass                # closed or broken: the caller's statements say so
+
+def _conn_listen_loop(ref, hub):
+    """Reads a connection's notices (ref: a weak reference to it) until it
+    is closed or dropped; it holds the connection only while it reads."""
+    try:
+        while True:
+            conn = ref()
+            if conn is None or conn.closed:
+                return
+            _read_notices(conn, hub, 1.0)
+            del conn
+    except (psycopg.Error, OSError, ValueError):
+        pass                    # closed or broken: the caller's statements say so
 
 
 class _PoolSource:
@@ -150,31 +177,39 @@ class _PoolSource:
     listener connection of our own (thread "lockq-listener")."""
 
     def __init__(self, pool):
-        self.pool = pool
+        self._pool = weakref.ref(pool)
         self.hub = _Hub()
         with pool.connection() as conn:
             self.stmts = statements(_schema(conn))
-        self._conn = self._connect()
+        self._conn = self._connect(pool)
         threading.Thread(target=self._listen_loop, name="lockq-listener",
                          daemon=True).start()
 
-    def _connect(self):
-        conn = psycopg.connect(self.pool.conninfo, **{**self.pool.kwargs, "autocommit": True})
+    def _connect(self, pool):
+        conn = psycopg.connect(pool.conninfo, **{**pool.kwargs, "autocommit": True})
         _listen(conn, self.hub.channel)
         return conn
 
     def run(self, name, params):
-        with self.pool.connection() as conn:
-            return conn.execute(self.stmts[name], params).fetchone()[0]
+        pool = self._pool()
+        if pool is None:
+            raise _gone("pool")
+        with pool.connection() as conn:
+            return conn.execute(self.stmts[name], params, prepare=False).fetchone()[0]
 
     def _listen_loop(self):
-        """Hands notices to the hub until the pool is closed; reconnects
-        (and wakes every waiter, whose notices may have been lost)."""
-        while not self.pool.closed:
+        """Hands notices to the hub until the pool is closed or dropped;
+        reconnects (and wakes every waiter, whose notices may have been
+        lost)."""
+        while True:
+            pool = self._pool()
+            if pool is None or pool.closed:
+                break
             try:
                 if self._conn is None:
-                    self._conn = self._connect()
+                    self._conn = self._connect(pool)
                     self.hub.wake_all()
+                del pool
                 _read_notices(self._conn, self.hub, 1.0)
             except (psycopg.Error, OSError):
                 self._conn = self._close(self._conn)
@@ -246,6 +281,19 @@ class _Watchdog:
 _watchdog = _Watchdog()
 
 
+class _Lost(threading.Event):
+    """lease.lost: set when the lease is lost.  is_set() also consults the
+    clock, so that a check never trusts a watchdog thread that has not had
+    its turn yet: past the local deadline, the lease is lost."""
+
+    def __init__(self, lease):
+        super().__init__()
+        self._lease = lease
+
+    def is_set(self):
+        return super().is_set() or self._lease._past_deadline()
+
+
 def lock(source, lock_id, *, ttl=DEFAULT_TTL, timeout=None, heartbeat=DEFAULT_HEARTBEAT,
          owner=None, auto_renew=True, cancel=None):
     """A lease on lock_id, taken when the with-block is entered.
@@ -255,7 +303,13 @@ def lock(source, lock_id, *, ttl=DEFAULT_TTL, timeout=None, heartbeat=DEFAULT_HE
     the lock is held or anybody queues for it); otherwise LockTimeout after
     that many seconds.  heartbeat: the wait's liveness bound on the server
     (at least 0.1 s).  owner: default unique per lease.  cancel: a
-    threading.Event that ends the wait with LockCancelled."""
+    threading.Event that ends the wait with LockCancelled.
+
+    Re-entrancy: a lease taken while this process already holds lock_id
+    under the same (explicit) owner through the same connection or pool
+    joins that grant at once (same token, its ttl unused) and neither
+    renews nor releases it: the grant is released when the last of them
+    exits."""
     return Lease(_source(source), lock_id, ttl=ttl, timeout=timeout, heartbeat=heartbeat,
                  owner=owner, auto_renew=auto_renew, cancel=cancel)
 
@@ -266,7 +320,9 @@ class Lease:
     the lease was lost raises LockLost.
 
     token: the fencing token (an int), for lockq_holds in your writes.
-    lost: a threading.Event set when the lease is lost.
+    lost: a threading.Event set when the lease is lost (is_set() is true
+    once the local deadline has passed, whether or not the watchdog thread
+    has run).
     held: the lease is valid (not lost, local deadline ahead)."""
 
     def __init__(self, src, lock_id, *, ttl, timeout, heartbeat, owner, auto_renew, cancel):
@@ -275,8 +331,11 @@ class Lease:
         check_name("owner", self.owner)
         self.lock_id = lock_id
         self.token = None
-        self.lost = threading.Event()
+        self.lost = _Lost(self)
         self._src = src
+        self._root = self               # the lease that holds the grant
+        self._refs = 0                  # (root) leases in the grant's blocks
+        self._exited = False            # this lease was released
         self._ttl = check_duration("ttl", ttl)
         self._heartbeat = check_duration("heartbeat", heartbeat, 0.1)
         self._timeout = None if timeout is None else check_duration("timeout", timeout, 0)
@@ -303,9 +362,25 @@ class Lease:
 
     @property
     def held(self):
+        root = self._root
+        with root._mu:
+            return (self.token is not None and not self._exited and not root._done
+                    and not threading.Event.is_set(root.lost)
+                    and monotonic() < root._deadline)
+
+    def _past_deadline(self):
+        """The grant is taken and not released, and its local deadline has
+        passed (no lock: is_set() is called with self._mu held)."""
+        return self.token is not None and not self._done and monotonic() >= self._deadline
+
+    def _join(self):
+        """(hub lock held) Another lease of this owner joins this one's grant
+        if it is held: True, and it counts.  False while it is waiting."""
         with self._mu:
-            return (self.token is not None and not self._done and not self.lost.is_set()
-                    and monotonic() < self._deadline)
+            if self.token is None or self._done or self._refs == 0:
+                return False
+            self._refs += 1
+            return True
 
     def check(self):
         """Raises LockLost unless the lease is held."""
@@ -316,7 +391,13 @@ class Lease:
         """Waits for the lock (see lock()); returns self."""
         if self.token is not None:
             raise RuntimeError("a Lease is acquired once")
-        self._src.hub.register(self)
+        root = self._src.hub.register(self)
+        if root is not None:
+            # re-entrant: the same owner's grant, which root renews
+            self._root = root
+            self.lost = root.lost
+            self.token = root.token
+            return self
         try:
             token, sent = self._try() if self._timeout == 0 else self._wait()
         except BaseException:
@@ -324,15 +405,24 @@ class Lease:
             raise
         self.token = token
         self._deadline = sent + self._ttl
+        self._refs = 1
         _watchdog.arm(self)
         threading.Thread(target=self._keep, name="lockq-renew", daemon=True).start()
         return self
 
     def release(self):
-        """Releases the lock; True if the lease was still held until then."""
-        if self.token is None:
+        """Releases the lock; True if the lease was still held until then.
+        (A re-entrant lease only leaves: the last one releases.)"""
+        if self.token is None or self._exited:
             return False
         held = self.held
+        self._exited = True
+        root = self._root
+        with root._mu:
+            root._refs -= 1
+            if root._refs > 0:
+                return held
+        self = root
         with self._mu:
             self._done = True
         self._kick.set()

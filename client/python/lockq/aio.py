@@ -80,10 +80,22 @@ class _Hub:
         self._leases = {}
 
     def register(self, lease):
-        self._leases[(lease.lock_id, lease.owner)] = lease
+        """Registers a lease about to wait; returns instead the lease that
+        already holds lock_id for the same owner, which the new one then
+        joins (counted re-entrancy)."""
+        key = (lease.lock_id, lease.owner)
+        other = self._leases.get(key)
+        if other is not None and other._join():
+            return other
+        if other is not None:
+            raise RuntimeError("lock %r is already being waited for by owner %r "
+                               "in this process" % key)
+        self._leases[key] = lease
+        return None
 
     def unregister(self, lease):
-        self._leases.pop((lease.lock_id, lease.owner), None)
+        if self._leases.get((lease.lock_id, lease.owner)) is lease:
+            del self._leases[(lease.lock_id, lease.owner)]
 
     def dispatch(self, channel, payload):
         notice = parse_notice(payload) if channel == self.channel else None
@@ -108,20 +120,32 @@ class _ConnSource:
             raise ValueError("lockq needs a connection in autocommit mode (its LISTEN "
                              "must commit), or an AsyncConnectionPool")
         self = cls()
-        self.conn = conn
-        self.hub = _Hub()
+        # weak: a connection the caller drops is closed as if lockq had
+        # never seen it
+        self._conn = weakref.ref(conn)
+        self.hub = hub = _Hub()
         self.stmts = statements(await _schema(conn))
-        conn.add_notify_handler(lambda n: self.hub.dispatch(n.channel, n.payload))
+        conn.add_notify_handler(lambda n: hub.dispatch(n.channel, n.payload))
         await _listen(conn, self.hub.channel)
         return self
 
+    def _get(self):
+        conn = self._conn()
+        if conn is None:
+            raise psycopg.OperationalError("the connection lockq was used with is gone")
+        return conn
+
     async def run(self, name, params):
-        return (await (await self.conn.execute(self.stmts[name], params)).fetchone())[0]
+        # never prepared: behind a transaction pooler a prepared statement
+        # lives on one server connection, and the next may lack it
+        cur = await self._get().execute(self.stmts[name], params, prepare=False)
+        return (await cur.fetchone())[0]
 
     async def drain(self):
         """Hands the notices that have come to the hub, without waiting."""
-        async with self.conn.lock:
-            pgconn = self.conn.pgconn
+        conn = self._get()
+        async with conn.lock:
+            pgconn = conn.pgconn
             pgconn.consume_input()
             while (n := pgconn.notifies()) is not None:
                 self.hub.dispatch(n.relname.decode(), n.extra)
@@ -136,23 +160,27 @@ class _PoolSource:
     @classmethod
     async def create(cls, pool):
         self = cls()
-        self.pool = pool
+        self._pool = weakref.ref(pool)
         self.hub = _Hub()
         async with pool.connection() as conn:
             self.stmts = statements(await _schema(conn))
-        self._conn = await self._connect()
+        self._conn = await self._connect(pool)
         self._task = asyncio.get_running_loop().create_task(self._listen_loop())
         return self
 
-    async def _connect(self):
+    async def _connect(self, pool):
         conn = await psycopg.AsyncConnection.connect(
-            self.pool.conninfo, **{**self.pool.kwargs, "autocommit": True})
+            pool.conninfo, **{**pool.kwargs, "autocommit": True})
         await _listen(conn, self.hub.channel)
         return conn
 
     async def run(self, name, params):
-        async with self.pool.connection() as conn:
-            return (await (await conn.execute(self.stmts[name], params)).fetchone())[0]
+        pool = self._pool()
+        if pool is None:
+            raise psycopg.OperationalError("the pool lockq was used with is gone")
+        async with pool.connection() as conn:
+            cur = await conn.execute(self.stmts[name], params, prepare=False)
+            return (await cur.fetchone())[0]
 
     async def drain(self):
         """Nothing to do: the listener hands notices over as they come."""
@@ -161,11 +189,15 @@ class _PoolSource:
         """Hands notices to the hub until the pool closes; reconnects (and
         wakes every waiter, whose notices may have been lost)."""
         try:
-            while not self.pool.closed:
+            while True:
+                pool = self._pool()
+                if pool is None or pool.closed:
+                    break
                 try:
                     if self._conn is None:
-                        self._conn = await self._connect()
+                        self._conn = await self._connect(pool)
                         self.hub.wake_all()
+                    del pool
                     n = await _next_notify(self._conn, _LISTEN_POLL)
                     if n is not None:
                         self.hub.dispatch(n.channel, n.payload)
@@ -205,10 +237,24 @@ async def _source(obj):
         raise
 
 
+class _Lost(asyncio.Event):
+    """lease.lost: set when the lease is lost.  is_set() also consults the
+    clock: a loop that was blocked past the deadline has not run the timer
+    that sets it, and the lease is lost all the same."""
+
+    def __init__(self, lease):
+        super().__init__()
+        self._lease = lease
+
+    def is_set(self):
+        return super().is_set() or self._lease._past_deadline()
+
+
 def lock(source, lock_id, *, ttl=DEFAULT_TTL, timeout=None, heartbeat=DEFAULT_HEARTBEAT,
          owner=None, auto_renew=True):
     """A lease on lock_id, taken when the async with-block is entered.
-    Arguments as lockq.lock; cancel the waiting task to cancel the wait."""
+    Arguments as lockq.lock (re-entrancy too); cancel the waiting task to
+    cancel the wait."""
     return Lease(source, lock_id, ttl=ttl, timeout=timeout, heartbeat=heartbeat,
                  owner=owner, auto_renew=auto_renew)
 
@@ -219,7 +265,8 @@ class Lease:
     Exiting normally after the lease was lost raises LockLost.
 
     token: the fencing token (an int).  lost: an asyncio.Event set when the
-    lease is lost.  held: the lease is valid."""
+    lease is lost (is_set() is true once the local deadline has passed, even
+    if the loop was too busy to run its timer).  held: the lease is valid."""
 
     def __init__(self, source, lock_id, *, ttl, timeout, heartbeat, owner, auto_renew):
         check_name("lock id", lock_id)
@@ -227,7 +274,10 @@ class Lease:
         check_name("owner", self.owner)
         self.lock_id = lock_id
         self.token = None
-        self.lost = asyncio.Event()
+        self.lost = _Lost(self)
+        self._root = self               # the lease that holds the grant
+        self._refs = 0                  # (root) leases in the grant's blocks
+        self._exited = False            # this lease was released
         self._source_obj = source
         self._src = None
         self._ttl = check_duration("ttl", ttl)
@@ -256,8 +306,20 @@ class Lease:
 
     @property
     def held(self):
-        return (self.token is not None and not self._done and not self.lost.is_set()
-                and monotonic() < self._deadline)
+        root = self._root
+        return (self.token is not None and not self._exited and not root._done
+                and not root.lost.is_set())
+
+    def _past_deadline(self):
+        return self.token is not None and not self._done and monotonic() >= self._deadline
+
+    def _join(self):
+        """Another lease of this owner joins this one's grant if it is held:
+        True, and it counts.  False while it is waiting."""
+        if self.token is None or self._done or self._refs == 0:
+            return False
+        self._refs += 1
+        return True
 
     def check(self):
         """Raises LockLost unless the lease is held."""
@@ -269,22 +331,36 @@ class Lease:
         if self.token is not None:
             raise RuntimeError("a Lease is acquired once")
         self._src = await _source(self._source_obj)
-        self._src.hub.register(self)
+        root = self._src.hub.register(self)
+        if root is not None:
+            # re-entrant: the same owner's grant, which root renews
+            self._root = root
+            self.lost = root.lost
+            self.token = root.token
+            return self
         try:
             token, sent = await (self._try() if self._timeout == 0 else self._wait())
         except BaseException:
             self._src.hub.unregister(self)
             raise
         self.token = token
+        self._refs = 1
         self._set_deadline(sent + self._ttl)
         self._keeper = asyncio.get_running_loop().create_task(self._keep())
         return self
 
     async def release(self):
-        """Releases the lock; True if the lease was still held until then."""
-        if self.token is None:
+        """Releases the lock; True if the lease was still held until then.
+        (A re-entrant lease only leaves: the last one releases.)"""
+        if self.token is None or self._exited:
             return False
         held = self.held
+        self._exited = True
+        root = self._root
+        root._refs -= 1
+        if root._refs > 0:
+            return held
+        self = root
         self._done = True
         self._timer.cancel()
         self._kick.set()

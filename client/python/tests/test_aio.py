@@ -7,6 +7,7 @@ timeout, task cancellation, renewals, lost leases, fencing and release on
 exceptions, with a connection and with a pool."""
 
 import asyncio
+import time
 import unittest
 
 import psycopg
@@ -89,6 +90,58 @@ class AioTest(LockqTestCase):
                 self.assertTrue(lease.held)
                 self.assertTrue(self.holds(self.name, lease.token))
             self.assertIsNone(self.holder(self.name))
+            await conn.close()
+
+        self.run_async(main())
+
+    def test_lost_when_the_loop_is_blocked(self):
+        """A loop blocked past the lease has not run the timer that sets
+        lost: lost.is_set() and held consult the clock (issue 22, item 3)."""
+        async def main():
+            pool = await self.pool()
+            with self.assertRaises(lockq.LockLost):
+                async with lockq.aio.lock(pool, self.name, ttl=0.5) as lease:
+                    time.sleep(1.0)             # blocks the loop: no renewal, no timer
+                    self.assertTrue(lease.lost.is_set(), "lost, at once")
+                    self.assertFalse(lease.held)
+                    with self.assertRaises(lockq.LockLost):
+                        lease.check()
+            await pool.close()
+
+        self.run_async(main())
+
+    def test_reentrant_same_owner(self):
+        """An inner block of the same explicit owner joins the grant
+        (issue 22, item 2)."""
+        async def main():
+            pool = await self.pool()
+            conn = await psycopg.AsyncConnection.connect(DSN, autocommit=True)
+            for src in (pool, conn):
+                async with lockq.aio.lock(src, self.name, owner="me", ttl=30) as outer:
+                    async with lockq.aio.lock(src, self.name, owner="me", ttl=1) as inner:
+                        self.assertEqual(inner.token, outer.token)
+                        await asyncio.sleep(1.5)
+                        self.assertTrue(inner.held)
+                    self.assertFalse(inner.held)
+                    self.assertTrue(outer.held)
+                    self.assertEqual(self.holder(self.name), "me")
+                self.assertIsNone(self.holder(self.name))
+            await conn.close()
+            await pool.close()
+
+        self.run_async(main())
+
+    def test_statements_are_not_prepared(self):
+        """Never prepared, whatever psycopg's prepare_threshold (issue 22,
+        item 4: behind a transaction pooler the next server connection
+        lacks a prepared statement)."""
+        async def main():
+            conn = await psycopg.AsyncConnection.connect(DSN, autocommit=True)
+            async with lockq.aio.lock(conn, self.name, ttl=0.3) as lease:
+                await asyncio.sleep(1.5)        # about 15 renewals
+                self.assertTrue(lease.held)
+                cur = await conn.execute("SELECT count(*) FROM pg_prepared_statements")
+                self.assertEqual((await cur.fetchone())[0], 0, "nothing prepared")
             await conn.close()
 
         self.run_async(main())

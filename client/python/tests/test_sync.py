@@ -5,6 +5,7 @@
 """lockq.lock against a real server: FIFO, timeout, cancel, renewals, lost
 leases, fencing, release on exceptions, with a connection and with a pool."""
 
+import gc
 import threading
 import time
 import unittest
@@ -136,6 +137,49 @@ class SyncTest(LockqTestCase):
         self.assertTrue(got[0].held)
         self.assertTrue(got[0].release())
         self.assertEqual(self.value("SELECT dropped_waiters FROM lockq_stats"), dropped)
+
+    def test_reentrant_same_owner(self):
+        """An inner block of the same explicit owner joins the grant: its
+        short ttl and its exit neither shorten nor end the outer lease
+        (issue 22, item 2)."""
+        for src in (self.pool, psycopg.connect(DSN, autocommit=True)):
+            with lockq.lock(src, self.name, owner="me", ttl=30) as outer:
+                with lockq.lock(src, self.name, owner="me", ttl=1) as inner:
+                    self.assertEqual(inner.token, outer.token, "one grant, one token")
+                    time.sleep(1.5)             # past the inner ttl
+                    self.assertTrue(inner.held)
+                self.assertFalse(inner.held, "the inner lease has left")
+                self.assertTrue(outer.held, "the outer still holds")
+                self.assertEqual(self.holder(self.name), "me", "and so says the server")
+                self.assertTrue(self.holds(self.name, outer.token))
+            self.assertIsNone(self.holder(self.name), "released when the outer exits")
+            if src is not self.pool:
+                src.close()
+
+    def test_statements_are_not_prepared(self):
+        """psycopg prepares a statement after 5 runs (prepare_threshold);
+        behind a transaction pooler the next server connection lacks it.
+        The client's statements are never prepared (issue 22, item 4)."""
+        conn = psycopg.connect(DSN, autocommit=True)
+        self.addCleanup(conn.close)
+        with lockq.lock(conn, self.name, ttl=0.3) as lease:
+            time.sleep(1.5)                     # about 15 renewals
+            self.assertTrue(lease.held)
+            n = conn.execute("SELECT count(*) FROM pg_prepared_statements").fetchone()[0]
+        self.assertEqual(n, 0, "nothing prepared on the connection")
+
+    def test_dropped_connections_are_closed(self):
+        """A connection the application drops after using it with lockq is
+        closed, and its backend ends (issue 22, item 10)."""
+        app = "lockq-drop-" + self.name[-20:]
+        for _ in range(10):
+            conn = psycopg.connect(DSN, autocommit=True, application_name=app)
+            with lockq.lock(conn, self.name):
+                pass
+            del conn
+        gc.collect()
+        self.wait_until("SELECT count(*) = 0 FROM pg_stat_activity WHERE application_name = %s",
+                        (app,))
 
     def test_auto_renew_keeps_a_short_lease(self):
         with lockq.lock(self.pool, self.name, ttl=1.5) as lease:
