@@ -227,12 +227,21 @@ async function lookup(queryable) {
 
 const sources = new WeakMap();
 
+// A pool or client of the application's own copy of pg is not an instance
+// of ours: recognise them by shape as well.
+const isPool = (o) => o instanceof pg.Pool ||
+  (o != null && typeof o.connect === 'function' && typeof o.query === 'function' &&
+   'totalCount' in o && 'idleCount' in o);
+const isClient = (o) => o instanceof pg.Client ||
+  (o != null && typeof o.connect === 'function' && typeof o.query === 'function' &&
+   'connectionParameters' in o);
+
 /** The (cached) source of a pg.Pool or pg.Client. */
 function sourceOf(obj) {
   let src = sources.get(obj);
   if (!src) {
-    if (obj instanceof pg.Pool) src = PoolSource.create(obj);
-    else if (obj instanceof pg.Client) src = ClientSource.create(obj);
+    if (isPool(obj)) src = PoolSource.create(obj);
+    else if (isClient(obj)) src = ClientSource.create(obj);
     else throw new TypeError('lockq needs a pg.Pool or a pg.Client');
     sources.set(obj, src);
     src.catch(() => sources.delete(obj));
@@ -240,10 +249,32 @@ function sourceOf(obj) {
   return src;
 }
 
+const abortedOf = Object.getOwnPropertyDescriptor(AbortSignal.prototype, 'aborted').get;
+const rawAborted = (signal) => abortedOf.call(signal);
+
+/**
+ * lease.signal consults the clock: a timer cannot fire while the event loop
+ * is blocked, so reading signal.aborted (or signal.reason, or calling
+ * signal.throwIfAborted()) past the local deadline aborts it then and there.
+ */
+function clockedSignal(lease, signal) {
+  const check = () => {
+    if (lease.token !== null && !lease._done && !rawAborted(signal) && now() >= lease._deadline) lease._lose();
+  };
+  const reasonOf = Object.getOwnPropertyDescriptor(AbortSignal.prototype, 'reason').get;
+  const throwIfAborted = signal.throwIfAborted;
+  Object.defineProperty(signal, 'aborted', { get() { check(); return abortedOf.call(this); } });
+  Object.defineProperty(signal, 'reason', { get() { check(); return reasonOf.call(this); } });
+  signal.throwIfAborted = function () { check(); return throwIfAborted.call(this); };
+  return signal;
+}
+
 /**
  * A held (or lost) lease.  token: BigInt fencing token; signal: an
- * AbortSignal aborted (reason LockLostError) when the lease is lost;
- * held: the lease is valid (not lost, local deadline ahead).
+ * AbortSignal aborted (reason LockLostError) when the lease is lost (its
+ * aborted, reason and throwIfAborted look at the clock too, so a blocked
+ * event loop cannot hide a lease that ran out); held: the lease is valid
+ * (not lost, local deadline ahead).
  */
 class Lease {
   constructor(src, lockId, opts) {
@@ -258,7 +289,7 @@ class Lease {
     this._timeout = opts.timeout == null ? null : checkDuration('timeout', opts.timeout, 0);
     this._autoRenew = opts.autoRenew ?? true;
     this._ac = new AbortController();
-    this.signal = this._ac.signal;
+    this.signal = clockedSignal(this, this._ac.signal);
     this._deadline = 0;
     this._done = false;
     this._woken = false;
@@ -267,7 +298,7 @@ class Lease {
   }
 
   get held() {
-    return this.token !== null && !this._done && !this.signal.aborted && now() < this._deadline;
+    return this.token !== null && !this._done && !rawAborted(this.signal) && now() < this._deadline;
   }
 
   /** Releases the lock; true if the lease was still held until then. */
@@ -395,7 +426,7 @@ class Lease {
   }
 
   _lose() {
-    if (this._done || this.signal.aborted) return;
+    if (this._done || rawAborted(this.signal)) return;
     clearTimeout(this._timers.deadline);
     clearTimeout(this._timers.renew);
     this._ac.abort(new LockLostError(`the lease on "${this.lockId}" (token ${this.token}) was lost`));

@@ -147,6 +147,33 @@ describe('against a server', { skip: !DSN && 'LOCKQ_TEST_DSN is not set' }, () =
     await give('stolen');
   });
 
+  it('the signal looks at the clock: a blocked event loop cannot hide a lease that ran out', async () => {
+    await assert.rejects(lockq.using(pool, 'blocked', { ttl: 500 }, async (signal, lease) => {
+      const until = Date.now() + 1000;
+      while (Date.now() < until); // blocks the event loop: no timer, no renewal
+      assert.equal(lease.held, false);
+      assert.throws(() => signal.throwIfAborted(), lockq.LockLostError);
+      assert.equal(signal.aborted, true);
+    }), lockq.LockLostError);
+  });
+
+  it('takes a pool and a client of another copy of pg', async () => {
+    const mine = Object.keys(require.cache).filter((k) => /[\\/](pg|pg-pool)[\\/]/.test(k));
+    const keep = Object.fromEntries(mine.map((k) => [k, require.cache[k]]));
+    for (const k of mine) delete require.cache[k];
+    const pg2 = require('pg');
+    Object.assign(require.cache, keep);
+    assert.notEqual(pg2.Pool, pg.Pool, 'a second copy');
+    const p2 = new pg2.Pool({ connectionString: DSN, max: 2 });
+    const c2 = new pg2.Client({ connectionString: DSN });
+    await c2.connect();
+    for (const src of [p2, c2]) {
+      await lockq.using(src, 'other-pg', async (signal, lease) => assert.equal(lease.held, true));
+    }
+    await c2.end();
+    await p2.end();
+  });
+
   it('releases when the callback throws', async () => {
     await assert.rejects(lockq.using(pool, 'throws', async () => { throw new Error('boom'); }), /boom/);
     assert.equal(await holder('throws'), null);
