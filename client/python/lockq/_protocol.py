@@ -21,6 +21,11 @@ from dataclasses import dataclass
 
 DEFAULT_TTL = 30.0
 DEFAULT_HEARTBEAT = 10.0
+DEFAULT_IO_TIMEOUT = 10.0       # the longest one statement may go unanswered
+WITHDRAW_TIMEOUT = 1.0          # for a withdrawal, and for the release of a
+                                # lease already lost
+RETRY_DELAY = 0.2               # between attempts while a wait's server is
+                                # unreachable
 MAX_NAME = 255                  # bytes, for lock ids and owners
 
 # the schema of lockq's functions: lockq (1.1) or the extension's (1.0)
@@ -76,6 +81,40 @@ def after_release(lease, released, exc_type):
         raise LockLost("the lease on %r (token %d) was lost before it was released"
                        % (lease.lock_id, lease.token))
     return False
+
+
+def break_socket(conn):
+    """Shuts down conn's socket (from any thread): a statement waiting on it
+    fails at once, and the connection is broken for good (a pool discards
+    it).  For a connection that stalled: a stopped backend, a network that
+    drops packets without a reset."""
+    try:
+        sock = socket.socket(fileno=os.dup(conn.fileno()))
+    except (OSError, ValueError, Exception):    # closed already
+        return
+    with sock:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+
+def stalled(bound):
+    """The error a statement unanswered for bound seconds ends with."""
+    import psycopg
+    return psycopg.OperationalError("no answer from the server for %g s: the connection "
+                                    "is taken as lost" % bound)
+
+
+def wait_bound(io_timeout, heartbeat, give_up, now):
+    """How long a wait's statement may go unanswered: the I/O timeout, a
+    third of the heartbeat interval (so that a stalled connection is
+    replaced, and the wait kept, before the server drops it), and a timed
+    wait's end plus one second."""
+    bound = min(io_timeout, heartbeat / 3)
+    if give_up is not None:
+        bound = min(bound, give_up - now + WITHDRAW_TIMEOUT)
+    return max(bound, 0.1)
 
 
 def not_installed():

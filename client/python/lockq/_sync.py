@@ -41,10 +41,11 @@ from time import monotonic
 import psycopg
 from psycopg import errors, sql
 
-from ._protocol import (DEFAULT_HEARTBEAT, DEFAULT_TTL, SCHEMA_QUERY, after_release,
+from ._protocol import (DEFAULT_HEARTBEAT, DEFAULT_IO_TIMEOUT, DEFAULT_TTL, RETRY_DELAY,
+                        SCHEMA_QUERY, WITHDRAW_TIMEOUT, after_release, break_socket,
                         LockCancelled, LockLost, LockTimeout, check_duration,
                         check_name, new_channel, new_owner, not_installed,
-                        parse_notice, statements)
+                        parse_notice, stalled, statements, wait_bound)
 
 try:
     from psycopg_pool import ConnectionPool
@@ -125,6 +126,39 @@ def _read_notices(conn, hub, timeout):
                     hub.dispatch(n.extra)
 
 
+def _bounded(conn, stmt, params, bound):
+    """Runs stmt on conn and returns the first column of its row.  If no
+    answer comes within bound seconds, the connection is taken as stalled:
+    a timer thread shuts its socket down, and the statement fails at once
+    with OperationalError.  The connection is then broken for good; a pool
+    discards it.  (Never prepared: behind a transaction pooler a prepared
+    statement lives on one server connection, and the next may lack it.)"""
+    mu = threading.Lock()
+    state = ["running"]
+
+    def stall():
+        with mu:
+            if state[0] != "running":
+                return
+            state[0] = "stalled"
+        break_socket(conn)
+
+    timer = threading.Timer(bound, stall)
+    timer.daemon = True
+    timer.start()
+    try:
+        return conn.execute(stmt, params, prepare=False).fetchone()[0]
+    except psycopg.OperationalError as e:
+        if state[0] == "stalled":
+            raise stalled(bound) from e
+        raise
+    finally:
+        with mu:
+            if state[0] == "running":
+                state[0] = "done"
+        timer.cancel()
+
+
 def _gone(what):
     return psycopg.OperationalError("the %s lockq was used with is gone" % what)
 
@@ -149,13 +183,11 @@ class _ConnSource:
         threading.Thread(target=_conn_listen_loop, args=(self._conn, hub),
                          name="lockq-listener", daemon=True).start()
 
-    def run(self, name, params):
+    def run(self, name, params, bound):
         conn = self._conn()
         if conn is None:
             raise _gone("connection")
-        # never prepared: behind a transaction pooler a prepared statement
-        # lives on one server connection, and the next may lack it
-        return conn.execute(self.stmts[name], params, prepare=False).fetchone()[0]
+        return _bounded(conn, self.stmts[name], params, bound)
 
 
 def _conn_listen_loop(ref, hub):
@@ -190,12 +222,12 @@ class _PoolSource:
         _listen(conn, self.hub.channel)
         return conn
 
-    def run(self, name, params):
+    def run(self, name, params, bound):
         pool = self._pool()
         if pool is None:
             raise _gone("pool")
-        with pool.connection() as conn:
-            return conn.execute(self.stmts[name], params, prepare=False).fetchone()[0]
+        with pool.connection(timeout=bound) as conn:
+            return _bounded(conn, self.stmts[name], params, bound)
 
     def _listen_loop(self):
         """Hands notices to the hub until the pool is closed or dropped;
@@ -295,7 +327,7 @@ class _Lost(threading.Event):
 
 
 def lock(source, lock_id, *, ttl=DEFAULT_TTL, timeout=None, heartbeat=DEFAULT_HEARTBEAT,
-         owner=None, auto_renew=True, cancel=None):
+         owner=None, auto_renew=True, cancel=None, io_timeout=DEFAULT_IO_TIMEOUT):
     """A lease on lock_id, taken when the with-block is entered.
 
     ttl: the lease in seconds (renewed every ttl/3 while auto_renew).
@@ -303,7 +335,10 @@ def lock(source, lock_id, *, ttl=DEFAULT_TTL, timeout=None, heartbeat=DEFAULT_HE
     the lock is held or anybody queues for it); otherwise LockTimeout after
     that many seconds.  heartbeat: the wait's liveness bound on the server
     (at least 0.1 s).  owner: default unique per lease.  cancel: a
-    threading.Event that ends the wait with LockCancelled.
+    threading.Event that ends the wait with LockCancelled.  io_timeout: the
+    longest one statement may go unanswered before its connection is taken
+    as stalled and broken (a wait's statements: also at most its heartbeat
+    interval, and the timeout plus 1 s).
 
     Re-entrancy: a lease taken while this process already holds lock_id
     under the same (explicit) owner through the same connection or pool
@@ -311,7 +346,7 @@ def lock(source, lock_id, *, ttl=DEFAULT_TTL, timeout=None, heartbeat=DEFAULT_HE
     renews nor releases it: the grant is released when the last of them
     exits."""
     return Lease(_source(source), lock_id, ttl=ttl, timeout=timeout, heartbeat=heartbeat,
-                 owner=owner, auto_renew=auto_renew, cancel=cancel)
+                 owner=owner, auto_renew=auto_renew, cancel=cancel, io_timeout=io_timeout)
 
 
 class Lease:
@@ -325,7 +360,8 @@ class Lease:
     has run).
     held: the lease is valid (not lost, local deadline ahead)."""
 
-    def __init__(self, src, lock_id, *, ttl, timeout, heartbeat, owner, auto_renew, cancel):
+    def __init__(self, src, lock_id, *, ttl, timeout, heartbeat, owner, auto_renew, cancel,
+                 io_timeout=DEFAULT_IO_TIMEOUT):
         check_name("lock id", lock_id)
         self.owner = new_owner() if owner is None else owner
         check_name("owner", self.owner)
@@ -341,6 +377,7 @@ class Lease:
         self._timeout = None if timeout is None else check_duration("timeout", timeout, 0)
         self._auto_renew = auto_renew
         self._cancel = cancel
+        self._io_timeout = check_duration("io_timeout", io_timeout, 0.1)
         self._mu = threading.Lock()     # _deadline, lost, _done
         self._deadline = 0.0
         self._done = False
@@ -428,13 +465,14 @@ class Lease:
         self._kick.set()
         _watchdog.disarm(self)
         self._src.hub.unregister(self)
-        released = self._run("release", self.lock_id, self.owner, self.token)
+        released = self._run("release", self.lock_id, self.owner, self.token,
+                             bound=self._io_timeout if held else WITHDRAW_TIMEOUT)
         return held and released
 
     # --- waiting ---------------------------------------------------------
 
-    def _run(self, name, *params):
-        return self._src.run(name, params)
+    def _run(self, name, *params, bound=None):
+        return self._src.run(name, params, self._io_timeout if bound is None else bound)
 
     def _try(self):
         sent = monotonic()
@@ -443,41 +481,56 @@ class Lease:
             raise LockTimeout("lock %r is not available" % self.lock_id)
         return token, sent
 
-    def _enqueue(self):
+    def _enqueue(self, bound):
         return self._run("enqueue", self.lock_id, self.owner, self._ttl,
-                         self._src.hub.channel, self._heartbeat)
+                         self._src.hub.channel, self._heartbeat, bound=bound)
 
-    def _poll(self):
+    def _poll(self, bound):
         """One heartbeat: the token once granted, else None.  A wait the
         server dropped (55000: missed heartbeats, or a grant not picked up
         in time) queues again, at the back."""
         self._wake.clear()
         try:
-            return self._run("heartbeat", self.lock_id, self.owner)
+            return self._run("heartbeat", self.lock_id, self.owner, bound=bound)
         except errors.ObjectNotInPrerequisiteState:
-            return self._enqueue()
+            return self._enqueue(bound)
 
     def _wait(self):
+        """Queues and waits.  A statement that fails on the connection (it
+        broke, or stalled and was broken) is tried again, on a new pooled
+        connection if there is one, and the wait keeps its place; once the
+        server has been unreachable for the heartbeat interval (it drops
+        the wait then), the error is raised."""
         give_up = None if self._timeout is None else monotonic() + self._timeout
-        sent = monotonic()
-        token = self._enqueue()
+        queued = False
+        sent = reached = monotonic()
         try:
-            while token is None:
+            while True:
                 now = monotonic()
                 if self._cancel is not None and self._cancel.is_set():
                     raise LockCancelled("the wait for lock %r was cancelled" % self.lock_id)
                 if give_up is not None and now >= give_up:
                     raise LockTimeout("lock %r was not granted within %g s"
                                       % (self.lock_id, self._timeout))
-                if self._wake.is_set() or now >= sent + self._heartbeat / 3:
+                if not queued or self._wake.is_set() or now >= sent + self._heartbeat / 3:
                     sent = monotonic()
-                    token = self._poll()
+                    bound = wait_bound(self._io_timeout, self._heartbeat, give_up, sent)
+                    try:
+                        token = self._poll(bound) if queued else self._enqueue(bound)
+                    except psycopg.OperationalError:
+                        if monotonic() - reached > self._heartbeat:
+                            raise
+                        self._sleep(monotonic() + RETRY_DELAY, give_up)
+                        continue
+                    queued = True
+                    reached = sent
+                    if token is not None:
+                        return token, sent
                     continue
                 self._sleep(sent + self._heartbeat / 3, give_up)
         except BaseException:
             self._withdraw()
             raise
-        return token, sent
 
     def _sleep(self, until, give_up):
         now = monotonic()
@@ -491,7 +544,7 @@ class Lease:
         """Leaves the queue, releasing a grant that raced with us.  If the
         server cannot be told, it drops us after the heartbeat interval."""
         try:
-            self._run("cancel", self.lock_id, self.owner)
+            self._run("cancel", self.lock_id, self.owner, bound=WITHDRAW_TIMEOUT)
         except (psycopg.Error, OSError):
             pass
 
@@ -531,7 +584,8 @@ class Lease:
         tried again soon: the local deadline decides when the lease is lost."""
         sent = monotonic()
         try:
-            renewed = self._run("renew", self.lock_id, self.owner, self.token, self._ttl)
+            renewed = self._run("renew", self.lock_id, self.owner, self.token, self._ttl,
+                                bound=max(0.1, min(self._io_timeout, self._deadline - sent)))
         except (psycopg.Error, OSError):
             return monotonic() + min(self._ttl / 10, 1.0)
         if not renewed:

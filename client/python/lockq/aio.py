@@ -31,9 +31,11 @@ from time import monotonic
 import psycopg
 from psycopg import errors, sql
 
-from ._protocol import (DEFAULT_HEARTBEAT, DEFAULT_TTL, SCHEMA_QUERY, after_release, LockLost,
-                        LockTimeout, check_duration, check_name, new_channel,
-                        new_owner, not_installed, parse_notice, statements)
+from ._protocol import (DEFAULT_HEARTBEAT, DEFAULT_IO_TIMEOUT, DEFAULT_TTL, RETRY_DELAY,
+                        SCHEMA_QUERY, WITHDRAW_TIMEOUT, after_release, break_socket,
+                        LockLost, LockTimeout, check_duration, check_name, new_channel,
+                        new_owner, not_installed, parse_notice, stalled, statements,
+                        wait_bound)
 
 try:
     from psycopg_pool import AsyncConnectionPool
@@ -70,6 +72,46 @@ async def _next_notify(conn, timeout):
         return None
     finally:
         await gen.aclose()
+
+
+async def _bounded(conn, stmt, params, bound):
+    """Runs stmt on conn and returns the first column of its row, in a task
+    of its own that a cancel of the caller does not interrupt: psycopg
+    cancelled in the middle of a statement leaves the connection unusable
+    ("another command is already in progress"), and what the statement did
+    must be known (a wait that was granted is then withdrawn).  So a cancel
+    waits for the statement, then is raised.  If no answer comes within
+    bound seconds, the connection is taken as stalled: its socket is shut
+    down and the statement fails at once (OperationalError); a pool then
+    discards it.  Never prepared (behind a transaction pooler a prepared
+    statement lives on one server connection, and the next may lack it)."""
+    async def go():
+        cur = await conn.execute(stmt, params, prepare=False)
+        return (await cur.fetchone())[0]
+
+    loop = asyncio.get_running_loop()
+    end = loop.time() + bound
+    task = loop.create_task(go())
+    cancelled = None
+    while True:
+        try:
+            await asyncio.wait_for(asyncio.shield(task), max(0.0, end - loop.time()))
+            break
+        except asyncio.TimeoutError:
+            break_socket(conn)
+            await asyncio.gather(task, return_exceptions=True)
+            if cancelled is not None:
+                raise cancelled
+            raise stalled(bound) from (task.exception() if not task.cancelled() else None)
+        except asyncio.CancelledError as e:
+            if task.done():
+                raise
+            cancelled = e           # the statement finishes first
+        except (psycopg.Error, OSError):
+            break                   # the statement's own error, below
+    if cancelled is not None:
+        raise cancelled
+    return task.result()
 
 
 class _Hub:
@@ -135,11 +177,8 @@ class _ConnSource:
             raise psycopg.OperationalError("the connection lockq was used with is gone")
         return conn
 
-    async def run(self, name, params):
-        # never prepared: behind a transaction pooler a prepared statement
-        # lives on one server connection, and the next may lack it
-        cur = await self._get().execute(self.stmts[name], params, prepare=False)
-        return (await cur.fetchone())[0]
+    async def run(self, name, params, bound):
+        return await _bounded(self._get(), self.stmts[name], params, bound)
 
     async def drain(self):
         """Hands the notices that have come to the hub, without waiting."""
@@ -174,13 +213,12 @@ class _PoolSource:
         await _listen(conn, self.hub.channel)
         return conn
 
-    async def run(self, name, params):
+    async def run(self, name, params, bound):
         pool = self._pool()
         if pool is None:
             raise psycopg.OperationalError("the pool lockq was used with is gone")
-        async with pool.connection() as conn:
-            cur = await conn.execute(self.stmts[name], params, prepare=False)
-            return (await cur.fetchone())[0]
+        async with pool.connection(timeout=bound) as conn:
+            return await _bounded(conn, self.stmts[name], params, bound)
 
     async def drain(self):
         """Nothing to do: the listener hands notices over as they come."""
@@ -251,12 +289,12 @@ class _Lost(asyncio.Event):
 
 
 def lock(source, lock_id, *, ttl=DEFAULT_TTL, timeout=None, heartbeat=DEFAULT_HEARTBEAT,
-         owner=None, auto_renew=True):
+         owner=None, auto_renew=True, io_timeout=DEFAULT_IO_TIMEOUT):
     """A lease on lock_id, taken when the async with-block is entered.
     Arguments as lockq.lock (re-entrancy too); cancel the waiting task to
     cancel the wait."""
     return Lease(source, lock_id, ttl=ttl, timeout=timeout, heartbeat=heartbeat,
-                 owner=owner, auto_renew=auto_renew)
+                 owner=owner, auto_renew=auto_renew, io_timeout=io_timeout)
 
 
 class Lease:
@@ -268,7 +306,8 @@ class Lease:
     lease is lost (is_set() is true once the local deadline has passed, even
     if the loop was too busy to run its timer).  held: the lease is valid."""
 
-    def __init__(self, source, lock_id, *, ttl, timeout, heartbeat, owner, auto_renew):
+    def __init__(self, source, lock_id, *, ttl, timeout, heartbeat, owner, auto_renew,
+                 io_timeout=DEFAULT_IO_TIMEOUT):
         check_name("lock id", lock_id)
         self.owner = new_owner() if owner is None else owner
         check_name("owner", self.owner)
@@ -284,6 +323,7 @@ class Lease:
         self._heartbeat = check_duration("heartbeat", heartbeat, 0.1)
         self._timeout = None if timeout is None else check_duration("timeout", timeout, 0)
         self._auto_renew = auto_renew
+        self._io_timeout = check_duration("io_timeout", io_timeout, 0.1)
         self._deadline = 0.0
         self._done = False
         self._timer = None
@@ -365,13 +405,14 @@ class Lease:
         self._timer.cancel()
         self._kick.set()
         self._src.hub.unregister(self)
-        released = await self._run("release", self.lock_id, self.owner, self.token)
+        released = await self._run("release", self.lock_id, self.owner, self.token,
+                                   bound=self._io_timeout if held else WITHDRAW_TIMEOUT)
         return held and released
 
     # --- waiting ---------------------------------------------------------
 
-    async def _run(self, name, *params):
-        return await self._src.run(name, params)
+    async def _run(self, name, *params, bound=None):
+        return await self._src.run(name, params, self._io_timeout if bound is None else bound)
 
     async def _try(self):
         sent = monotonic()
@@ -380,32 +421,46 @@ class Lease:
             raise LockTimeout("lock %r is not available" % self.lock_id)
         return token, sent
 
-    async def _enqueue(self):
+    async def _enqueue(self, bound):
         return await self._run("enqueue", self.lock_id, self.owner, self._ttl,
-                               self._src.hub.channel, self._heartbeat)
+                               self._src.hub.channel, self._heartbeat, bound=bound)
 
-    async def _poll(self):
+    async def _poll(self, bound):
         """One heartbeat: the token once granted, else None; a wait the
         server dropped (55000) queues again, at the back."""
         self._wake.clear()
         try:
-            return await self._run("heartbeat", self.lock_id, self.owner)
+            return await self._run("heartbeat", self.lock_id, self.owner, bound=bound)
         except errors.ObjectNotInPrerequisiteState:
-            return await self._enqueue()
+            return await self._enqueue(bound)
 
     async def _wait(self):
+        """Queues and waits (see lockq._sync: a failed statement is tried
+        again for up to the heartbeat interval).  A cancel, even one during
+        the first enqueue, withdraws the wait."""
         give_up = None if self._timeout is None else monotonic() + self._timeout
-        sent = monotonic()
-        token = await self._enqueue()
+        queued = False
+        sent = reached = monotonic()
         try:
-            while token is None:
+            while True:
                 now = monotonic()
                 if give_up is not None and now >= give_up:
                     raise LockTimeout("lock %r was not granted within %g s"
                                       % (self.lock_id, self._timeout))
-                if self._wake.is_set() or now >= sent + self._heartbeat / 3:
+                if not queued or self._wake.is_set() or now >= sent + self._heartbeat / 3:
                     sent = monotonic()
-                    token = await self._poll()
+                    bound = wait_bound(self._io_timeout, self._heartbeat, give_up, sent)
+                    try:
+                        token = await (self._poll(bound) if queued else self._enqueue(bound))
+                    except psycopg.OperationalError:
+                        if monotonic() - reached > self._heartbeat:
+                            raise
+                        await self._pause(RETRY_DELAY, RETRY_DELAY)
+                        continue
+                    queued = True
+                    reached = sent
+                    if token is not None:
+                        return token, sent
                     continue
                 until = sent + self._heartbeat / 3
                 if give_up is not None:
@@ -414,7 +469,6 @@ class Lease:
         except BaseException:
             await asyncio.shield(self._withdraw())
             raise
-        return token, sent
 
     async def _pause(self, timeout, poll):
         """Waits up to timeout for a notice (self._kick or self._wake is set
@@ -434,7 +488,7 @@ class Lease:
     async def _withdraw(self):
         """Leaves the queue, releasing a grant that raced with us."""
         try:
-            await self._run("cancel", self.lock_id, self.owner)
+            await self._run("cancel", self.lock_id, self.owner, bound=WITHDRAW_TIMEOUT)
         except (psycopg.Error, OSError):
             pass
 
@@ -489,7 +543,8 @@ class Lease:
         tried again soon: the local deadline decides when the lease is lost."""
         sent = monotonic()
         try:
-            renewed = await self._run("renew", self.lock_id, self.owner, self.token, self._ttl)
+            renewed = await self._run("renew", self.lock_id, self.owner, self.token, self._ttl,
+                                      bound=max(0.1, min(self._io_timeout, self._deadline - sent)))
         except (psycopg.Error, OSError):
             return monotonic() + min(self._ttl / 10, 1.0)
         if not renewed:

@@ -7,6 +7,8 @@ timeout, task cancellation, renewals, lost leases, fencing and release on
 exceptions, with a connection and with a pool."""
 
 import asyncio
+import os
+import signal
 import time
 import unittest
 
@@ -142,6 +144,55 @@ class AioTest(LockqTestCase):
                 self.assertTrue(lease.held)
                 cur = await conn.execute("SELECT count(*) FROM pg_prepared_statements")
                 self.assertEqual((await cur.fetchone())[0], 0, "nothing prepared")
+            await conn.close()
+
+        self.run_async(main())
+
+    def test_cancel_during_the_first_enqueue(self):
+        """A cancel that lands while the first lockq_enqueue is on the wire
+        leaves no grant behind, and the connection works (issue 22,
+        item 9)."""
+        async def main():
+            conn = await psycopg.AsyncConnection.connect(DSN, autocommit=True)
+            async with lockq.aio.lock(conn, self.name + ":warm"):
+                pass
+            pid = conn.info.backend_pid
+            os.kill(pid, signal.SIGSTOP)
+            try:
+                task = asyncio.ensure_future(lockq.aio.lock(conn, self.name).acquire())
+                await asyncio.sleep(0.3)        # the enqueue is sent, unanswered
+                task.cancel()
+            finally:
+                os.kill(pid, signal.SIGCONT)    # it is answered: granted
+            with self.assertRaises(asyncio.CancelledError):
+                await task
+            self.assertIsNone(self.holder(self.name), "the grant was handed back")
+            await conn.execute("SELECT 1")      # and the connection works
+            await conn.close()
+
+        self.run_async(main())
+
+    def test_a_stalled_connection_bounds_every_call(self):
+        """(issue 22, item 6): lock(timeout=2) within the timeout and 1 s."""
+        async def main():
+            self.take(self.name)
+            conn = await psycopg.AsyncConnection.connect(DSN, autocommit=True)
+            async with lockq.aio.lock(conn, self.name + ":warm"):
+                pass
+            pid = conn.info.backend_pid
+            os.kill(pid, signal.SIGSTOP)
+            lease = lockq.aio.lock(conn, self.name, timeout=2)
+            t0 = time.monotonic()
+            try:
+                with self.assertRaises(lockq.LockTimeout):
+                    await lease.acquire()
+                self.assertLess(time.monotonic() - t0, 3.5, "timeout + 1 s")
+            finally:
+                os.kill(pid, signal.SIGCONT)
+            await asyncio.to_thread(
+                self.wait_until, "SELECT count(*) = 0 FROM pg_stat_activity WHERE pid = %s", (pid,))
+            self.value("SELECT lockq_cancel(%s, %s)", (self.name, lease.owner))
+            self.give(self.name)
             await conn.close()
 
         self.run_async(main())

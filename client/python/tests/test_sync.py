@@ -6,6 +6,8 @@
 leases, fencing, release on exceptions, with a connection and with a pool."""
 
 import gc
+import os
+import signal
 import threading
 import time
 import unittest
@@ -15,6 +17,14 @@ from psycopg_pool import ConnectionPool
 
 import lockq
 from support import DSN, LockqTestCase
+
+
+def cont(pid):
+    """SIGCONT, if it is still there."""
+    try:
+        os.kill(pid, signal.SIGCONT)
+    except ProcessLookupError:
+        pass
 
 
 class SyncTest(LockqTestCase):
@@ -181,6 +191,59 @@ class SyncTest(LockqTestCase):
         self.wait_until("SELECT count(*) = 0 FROM pg_stat_activity WHERE application_name = %s",
                         (app,))
 
+    def stop_backend(self, conn):
+        """SIGSTOPs conn's backend (continued at cleanup): a stalled
+        connection, as a host that vanished without a reset."""
+        pid = conn.info.backend_pid
+        os.kill(pid, signal.SIGSTOP)
+        self.addCleanup(cont, pid)
+        return pid
+
+    def test_a_stalled_connection_bounds_every_call(self):
+        """lock(timeout=2) returns within the timeout and 1 s, release()
+        within io_timeout, however the connection stalls (issue 22,
+        item 6)."""
+        self.take(self.name)
+        conn = psycopg.connect(DSN, autocommit=True)
+        self.addCleanup(conn.close)
+        with lockq.lock(conn, self.name + ":warm"):
+            pass                        # lockq knows the connection
+        pid = self.stop_backend(conn)
+        lease = lockq.lock(conn, self.name, timeout=2)
+        t0 = time.monotonic()
+        with self.assertRaises(lockq.LockTimeout):
+            lease.acquire()
+        self.assertLess(time.monotonic() - t0, 3.5, "timeout + 1 s")
+        os.kill(pid, signal.SIGCONT)
+        self.wait_until("SELECT count(*) = 0 FROM pg_stat_activity WHERE pid = %s", (pid,))
+        self.value("SELECT lockq_cancel(%s, %s)", (self.name, lease.owner))
+        self.give(self.name)
+
+        conn2 = psycopg.connect(DSN, autocommit=True)
+        self.addCleanup(conn2.close)
+        lease = lockq.lock(conn2, self.name, io_timeout=2).acquire()
+        self.stop_backend(conn2)
+        t0 = time.monotonic()
+        with self.assertRaises(psycopg.OperationalError):
+            lease.release()
+        self.assertLess(time.monotonic() - t0, 2.5, "io_timeout")
+        self.value("SELECT lockq_force_release(%s)", (self.name,))
+
+    def test_a_stalled_pooled_connection_is_replaced(self):
+        """A pooled connection that stalls during a wait is broken (the pool
+        discards it) and the wait goes on on a new one (issue 22, items 6
+        and 13)."""
+        pool = ConnectionPool(DSN, min_size=1, max_size=1, open=True)
+        self.addCleanup(pool.close)
+        with lockq.lock(pool, self.name + ":warm"):
+            pass
+        with pool.connection() as c:
+            self.stop_backend(c)
+        t0 = time.monotonic()
+        with lockq.lock(pool, self.name, timeout=10) as lease:
+            self.assertTrue(lease.held)
+        self.assertLess(time.monotonic() - t0, 10 / 3 + 2, "a third of the heartbeat and a reconnect")
+
     def test_auto_renew_keeps_a_short_lease(self):
         with lockq.lock(self.pool, self.name, ttl=1.5) as lease:
             token = lease.token
@@ -200,9 +263,9 @@ class SyncTest(LockqTestCase):
         renewed, releasing = threading.Event(), threading.Event()
         renewer = []
 
-        def run(name, *params):
+        def run(name, *params, **kw):
             if name == "renew" and not releasing.is_set():
-                out = real_run(name, *params)
+                out = real_run(name, *params, **kw)
                 renewer.append(threading.current_thread())
                 renewed.set()
                 releasing.wait(10)      # answer only once release() began
@@ -213,7 +276,7 @@ class SyncTest(LockqTestCase):
                 # begun, ends: whatever it does goes before this release
                 renewer[0].join(10)
                 self.assertFalse(renewer[0].is_alive(), "the renewal thread ended")
-            return real_run(name, *params)
+            return real_run(name, *params, **kw)
 
         lease._run = run
         self.assertTrue(renewed.wait(10), "a renewal ran")
