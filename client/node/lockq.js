@@ -42,6 +42,9 @@ const pg = require('pg');
 
 const DEFAULT_TTL = 30000;
 const DEFAULT_HEARTBEAT = 10000;
+const DEFAULT_IO_TIMEOUT = 10000; // the longest one statement may go unanswered
+const WITHDRAW_TIMEOUT = 1000; // a withdrawal, and the release of a lost lease
+const RETRY_DELAY = 200; // between attempts while a wait's server is unreachable
 const MAX_NAME = 255;
 const RECONNECT_DELAY = 500;
 
@@ -155,12 +158,67 @@ class ClientSource {
     await listen(client, src.hub.channel);
     return src;
   }
-  async run(name, params) { return (await this.client.query(this.stmts[name], params)).rows[0].v; }
+  run(name, params, ms) { return bounded(this.client, this.stmts[name], params, ms); }
   async open() {}
   close() {}
 }
 
-/** A pg.Pool: pool.query per statement, and a listener client of our own. */
+/** The error of a statement unanswered for ms. */
+function stalled(ms, cause) {
+  const e = new Error(`no answer from the server for ${ms} ms: the connection is taken as lost`);
+  e.code = '08006';
+  e.cause = cause;
+  return e;
+}
+
+/** A connection error (no SQLSTATE of the server's), not a statement's. */
+const brokenBy = (e) => !(e && typeof e.code === 'string' && /^[0-9A-Z]{5}$/.test(e.code) && e.code !== '08006');
+
+/**
+ * Runs text on client and returns column v of its row.  Unanswered within
+ * ms, the connection is taken as stalled: its socket is destroyed, so the
+ * query fails at once and the client is broken for good.
+ */
+function bounded(client, text, params, ms) {
+  let isStalled = false;
+  const timer = setTimeout(() => {
+    isStalled = true;
+    client.once('error', () => {}); // the client's own report of it
+    client.connection?.stream?.destroy();
+  }, ms);
+  return client.query(text, params).then(
+    (r) => { clearTimeout(timer); return r.rows[0].v; },
+    (e) => { clearTimeout(timer); throw isStalled ? stalled(ms, e) : e; });
+}
+
+/**
+ * bounded() on a client of pool, taken for this statement only; one that
+ * broke is discarded (release(true)).  Waiting for a free client counts
+ * against ms.
+ */
+async function pooledRun(pool, text, params, ms) {
+  const end = now() + ms;
+  const got = pool.connect();
+  let timer;
+  const client = await Promise.race([
+    got,
+    new Promise((resolve, reject) => { timer = setTimeout(() => reject(stalled(ms)), ms); }),
+  ]).catch((e) => {
+    got.then((c) => c.release(), () => {});
+    throw e;
+  }).finally(() => clearTimeout(timer));
+  let broken = false;
+  try {
+    return await bounded(client, text, params, Math.max(1, Math.round(end - now())));
+  } catch (e) {
+    broken = brokenBy(e);
+    throw e;
+  } finally {
+    client.release(broken || undefined);
+  }
+}
+
+/** A pg.Pool: a pooled client per statement, and a listener client of our own. */
 class PoolSource {
   static async create(pool) {
     const src = new PoolSource();
@@ -171,7 +229,7 @@ class PoolSource {
     src.listener = null;
     return src;
   }
-  async run(name, params) { return (await this.pool.query(this.stmts[name], params)).rows[0].v; }
+  run(name, params, ms) { return pooledRun(this.pool, this.stmts[name], params, ms); }
 
   /** A lease starts: the listener must be up before it queues. */
   async open() {
@@ -288,6 +346,7 @@ class Lease {
     this._heartbeat = checkDuration('heartbeat', opts.heartbeat ?? DEFAULT_HEARTBEAT, 100);
     this._timeout = opts.timeout == null ? null : checkDuration('timeout', opts.timeout, 0);
     this._autoRenew = opts.autoRenew ?? true;
+    this._ioTimeout = checkDuration('ioTimeout', opts.ioTimeout ?? DEFAULT_IO_TIMEOUT, 100);
     this._ac = new AbortController();
     this.signal = clockedSignal(this, this._ac.signal);
     this._deadline = 0;
@@ -310,11 +369,15 @@ class Lease {
     clearTimeout(this._timers.renew);
     this._src.hub.unregister(this);
     this._src.close();
-    return (await this._run('release', this.token.toString())) && held;
+    return (await this._runWithin(held ? this._ioTimeout : WITHDRAW_TIMEOUT, 'release', this.token.toString())) && held;
   }
 
   _run(name, ...params) {
-    return this._src.run(name, [this.lockId, this.owner, ...params]);
+    return this._runWithin(this._ioTimeout, name, ...params);
+  }
+
+  _runWithin(ms, name, ...params) {
+    return this._src.run(name, [this.lockId, this.owner, ...params], ms);
   }
 
   // --- waiting -----------------------------------------------------------
@@ -341,42 +404,60 @@ class Lease {
     return [token, sent];
   }
 
-  async _enqueue() {
-    return tokenOf(await this._run('enqueue', secs(this._ttl), this._src.hub.channel, secs(this._heartbeat)));
+  async _enqueue(ms) {
+    return tokenOf(await this._runWithin(ms, 'enqueue', secs(this._ttl), this._src.hub.channel, secs(this._heartbeat)));
   }
 
   /** One heartbeat: the token once granted; a dropped wait (55000) queues again. */
-  async _poll() {
+  async _poll(ms) {
     this._woken = false;
     try {
-      return tokenOf(await this._run('heartbeat'));
+      return tokenOf(await this._runWithin(ms, 'heartbeat'));
     } catch (e) {
-      if (e.code === '55000') return this._enqueue();
+      if (e.code === '55000') return this._enqueue(ms);
       throw e;
     }
   }
 
+  /**
+   * Queues and waits.  A wait's statement may go unanswered for a third of
+   * the heartbeat interval (and at most the timeout plus 1 s); one that
+   * fails on its connection (broken, or stalled and broken) is tried again,
+   * on a new pooled client if there is one, keeping the place, until the
+   * server has been unreachable for the heartbeat interval.
+   */
   async _wait(cancel) {
     const giveUp = this._timeout === null ? Infinity : now() + this._timeout;
+    let queued = false;
     let sent = now();
-    let token = await this._enqueue();
+    let reached = sent;
     try {
-      while (token === null) {
+      for (;;) {
         cancel?.throwIfAborted();
         if (now() >= giveUp) throw new LockTimeoutError(`lock "${this.lockId}" was not granted within ${this._timeout} ms`);
         const due = sent + this._heartbeat / 3;
-        if (this._woken || now() >= due) {
+        if (!queued || this._woken || now() >= due) {
           sent = now();
-          token = await this._poll();
+          const ms = Math.max(100, Math.round(Math.min(this._ioTimeout, this._heartbeat / 3, giveUp - sent + WITHDRAW_TIMEOUT)));
+          let token;
+          try {
+            token = await (queued ? this._poll(ms) : this._enqueue(ms));
+          } catch (e) {
+            if (!brokenBy(e) || now() - reached > this._heartbeat) throw e;
+            await this._pause(RETRY_DELAY, cancel);
+            continue;
+          }
+          queued = true;
+          reached = sent;
+          if (token !== null) return [token, sent];
         } else {
           await this._pause(Math.min(due, giveUp) - now(), cancel);
         }
       }
     } catch (e) {
-      await this._run('cancel').catch(() => {});
+      await this._runWithin(WITHDRAW_TIMEOUT, 'cancel').catch(() => {});
       throw e;
     }
-    return [token, sent];
   }
 
   /** Waits up to ms for a notice or the cancel signal. */
@@ -409,7 +490,7 @@ class Lease {
   /** A "lost" notice is only a hint: ask the server. */
   async _verify() {
     try {
-      if (!(await this._src.run('holds', [this.lockId, this.token.toString()]))) this._lose();
+      if (!(await this._src.run('holds', [this.lockId, this.token.toString()], this._ioTimeout))) this._lose();
     } catch {
       // unreachable server: the local deadline decides
     }
@@ -441,7 +522,8 @@ class Lease {
     const sent = now();
     let renewed;
     try {
-      renewed = await this._run('renew', this.token.toString(), secs(this._ttl));
+      renewed = await this._runWithin(Math.max(100, Math.min(this._ioTimeout, Math.round(this._deadline - sent))),
+        'renew', this.token.toString(), secs(this._ttl));
     } catch {
       if (!this._done && !this.signal.aborted) this._scheduleRenew(now() + Math.min(this._ttl / 10, 1000));
       return;
@@ -463,7 +545,10 @@ class Lease {
  * every ttl/3 unless autoRenew is false), timeout (undefined: forever; 0:
  * never wait, lockq_try), heartbeat (the wait's liveness bound on the
  * server, default 10000), owner (default unique per lease), signal (an
- * AbortSignal that cancels the wait).  Throws LockTimeoutError, or the
+ * AbortSignal that cancels the wait), ioTimeout (default 10000: the longest
+ * one statement may go unanswered before its connection is taken as
+ * stalled and broken; a wait's statements at most a third of the heartbeat
+ * interval and the timeout plus 1000).  Throws LockTimeoutError, or the
  * signal's reason.
  */
 async function acquire(source, lockId, opts = {}) {

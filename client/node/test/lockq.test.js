@@ -174,6 +174,40 @@ describe('against a server', { skip: !DSN && 'LOCKQ_TEST_DSN is not set' }, () =
     await p2.end();
   });
 
+  it('bounds every call when the connection stalls (a stopped backend)', async () => {
+    await take('stalled');
+    const c = await client();
+    await lockq.using(c, 'stalled:warm', async () => {}); // lockq knows the client
+    const pid = c.processID;
+    process.kill(pid, 'SIGSTOP');
+    const t0 = Date.now();
+    try {
+      await assert.rejects(lockq.acquire(c, 'stalled', { timeout: 2000, owner: 'stalled-owner' }), lockq.LockTimeoutError);
+      assert.ok(Date.now() - t0 < 3500, `timeout + 1 s (${Date.now() - t0} ms)`);
+    } finally {
+      process.kill(pid, 'SIGCONT');
+    }
+    await until('SELECT count(*) = 0 FROM pg_stat_activity WHERE pid = $1', [pid]);
+    await value("SELECT lockq_cancel('stalled', 'stalled-owner')");
+    await give('stalled');
+
+    // a pooled client that stalls is discarded, and the wait goes on on a new one
+    const p1 = new pg.Pool({ connectionString: DSN, max: 1 });
+    await lockq.using(p1, 'stalled:warm', async () => {});
+    const c1 = await p1.connect();
+    const pid1 = c1.processID;
+    c1.release();
+    process.kill(pid1, 'SIGSTOP');
+    const t1 = Date.now();
+    try {
+      await lockq.using(p1, 'stalled', { timeout: 10000 }, async (signal, lease) => assert.equal(lease.held, true));
+      assert.ok(Date.now() - t1 < 10000 / 3 + 2000, `a third of the heartbeat and a reconnect (${Date.now() - t1} ms)`);
+    } finally {
+      process.kill(pid1, 'SIGCONT');
+    }
+    await p1.end();
+  });
+
   it('releases when the callback throws', async () => {
     await assert.rejects(lockq.using(pool, 'throws', async () => { throw new Error('boom'); }), /boom/);
     assert.equal(await holder('throws'), null);
