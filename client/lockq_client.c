@@ -252,6 +252,8 @@ struct lockqc_conn
 	bool		connect_failed; /* ... and every host failed */
 	pthread_cond_t ccv;			/* lockqc_connect / disconnect waits */
 	int64_t		down_since;
+	int64_t		reached;		/* when the last answered statement was
+								 * sent: the server was reachable then */
 	int64_t		next_reconnect;
 	int64_t		reconnect_delay;
 	int64_t		conn_deadline;
@@ -1763,6 +1765,7 @@ lqc_job_done(lockqc_conn *c, PGresult *res, bool ok)
 
 	c->inflight = JOB_NONE;
 	c->inflight_h = NULL;
+	c->reached = lqc_max(c->reached, sent);
 	if (job == JOB_SETUP || job == JOB_LISTEN)
 	{
 		lqc_setup_done(c, job, res, ok);
@@ -2024,10 +2027,15 @@ lqc_scan(lockqc_conn *c, int64_t now, int64_t *next, int64_t *stall,
 		}
 		else if (c->cstate != CS_READY)
 		{
-			/* the server drops a wait that misses its heartbeats */
+			/*
+			 * The server drops a wait that misses its heartbeats: counted
+			 * from when it was last reached (when the last statement it
+			 * answered was sent), not from when the connection was taken
+			 * as lost, which comes a third of the heartbeat interval later.
+			 */
 			if ((st == LQC_WAITING || st == LQC_NEW) && h->op != OP_TRY)
 			{
-				int64_t		since = lqc_max(c->down_since, h->created);
+				int64_t		since = lqc_max(c->reached, h->created);
 
 				if (now - since > h->heartbeat_ms)
 					lqc_fail(h, "08006",

@@ -1354,6 +1354,27 @@ typedef struct pf_arg
 	_Atomic int rc;
 } pf_arg;
 
+typedef struct bh_arg
+{
+	lockqc_conn *c;
+	lockqc_opts *o;
+	lockqc_handle **h;
+	int			rc;
+	int64_t		done_at;
+} bh_arg;
+
+static void *
+bh_waiter(void *p)
+{
+	bh_arg	   *a = p;
+
+	a->rc = lockqc_lock(a->c, "BW", a->o, a->h);
+	a->done_at = now_ms();
+	if (a->rc == LOCKQC_OK)
+		lockqc_unlock(*a->h);
+	return NULL;
+}
+
 static void *
 pf_waiter(void *p)
 {
@@ -1432,6 +1453,62 @@ scenario_proxy_failover(int proxy)
 	check(lockqc_unlock(h) == LOCKQC_OK, "unlock over the second host");
 	lockqc_disconnect(c);
 	printf("# MEASURE failover_gap_ms=0 (held throughout)\n");
+	PQfinish(m);
+}
+
+/*
+ * proxy_blackhole_wait: a wait (heartbeat_ms 3000) goes on through the
+ * proxy (argv[3]) until the proxy black-holes everything (SIGUSR1: no
+ * reset, new connections accepted and never answered, as a host that
+ * vanished).  The wait fails with 08006 within the heartbeat interval of
+ * the server's last answer, as the README says, not after a connect
+ * timeout on top.
+ */
+static void
+scenario_proxy_blackhole_wait(int proxy)
+{
+	lockqc_conn *c;
+	char	   *err = NULL;
+	PGconn	   *m;
+	lockqc_opts o;
+	lockqc_handle *h = NULL;
+	int64_t		t0;
+	int64_t		el;
+	int			rc;
+
+	c = lockqc_connect(conninfo, &err);
+	if (c == NULL)
+	{
+		check(false, "connect through the proxy: %s", err);
+		return;
+	}
+	m = PQconnectdb(getenv("LOCKQC_DIRECT"));
+	q(m, "SELECT lockq_try('BW', 'holder', '1 minute')", NULL, NULL, NULL);
+	lockqc_opts_init(&o);
+	o.heartbeat_ms = 3000;
+	o.owner = "blackhole-waiter";
+	o.timeout_ms = 60000;
+	/* the wait is queued and heartbeating when the host vanishes */
+	{
+		pthread_t	th;
+		bh_arg		a = {c, &o, &h, 99, 0};
+
+		pthread_create(&th, NULL, bh_waiter, &a);
+		check(wait_until(m, "SELECT count(*)::text FROM lockq_waiters WHERE lock_id = $1", "BW", "1"),
+			  "a wait is queued through the proxy");
+		sleep_ms(1500);				/* a heartbeat or two */
+		kill(proxy, SIGUSR1);
+		t0 = now_ms();
+		pthread_join(th, NULL);
+		rc = a.rc;
+		el = a.done_at - t0;
+	}
+	check(rc == LOCKQC_ERROR && strcmp(lockqc_sqlstate(c), "08006") == 0,
+		  "the wait fails with 08006 (%s, %s)", lockqc_status_str(rc), lockqc_sqlstate(c));
+	check(el <= 3000 + 500, "within the heartbeat interval (3 s) of the black hole: %" PRId64 " ms", el);
+	printf("# MEASURE blackhole_wait_fail_ms=%" PRId64 "\n", el);
+	q(m, "SELECT lockq_release('BW', 'holder')", NULL, NULL, NULL);
+	lockqc_disconnect(c);
 	PQfinish(m);
 }
 
@@ -1600,6 +1677,8 @@ main(int argc, char **argv)
 		scenario_stall();
 	else if (strcmp(scenario, "proxy_failover") == 0 && argc == 4)
 		scenario_proxy_failover(atoi(argv[3]));
+	else if (strcmp(scenario, "proxy_blackhole_wait") == 0 && argc == 4)
+		scenario_proxy_blackhole_wait(atoi(argv[3]));
 	else if (strcmp(scenario, "proxy_lostreply") == 0 && argc == 4)
 		scenario_proxy_lostreply(atoi(argv[3]));
 	else

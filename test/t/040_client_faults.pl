@@ -93,6 +93,13 @@ for my $scenario (qw(api dropped disconnect_waiter disconnect_callback stall))
 {
 	my ($ppid, $pport) = start_proxy($port);
 	local $ENV{LOCKQC_DIRECT} = "host=127.0.0.1 port=$port dbname=postgres";
+	run_scenario('proxy_blackhole_wait', "host=127.0.0.1 port=$pport dbname=postgres", $ppid);
+	stop_proxy($ppid);
+}
+
+{
+	my ($ppid, $pport) = start_proxy($port);
+	local $ENV{LOCKQC_DIRECT} = "host=127.0.0.1 port=$port dbname=postgres";
 	run_scenario('proxy_lostreply', "host=127.0.0.1 port=$pport dbname=postgres connect_timeout=2",
 		$ppid);
 	stop_proxy($ppid);
