@@ -169,6 +169,8 @@ class _ConnSource:
     It is held by a weak reference: a connection the caller drops is closed
     (and its backend ends) as if lockq had never seen it."""
 
+    pooled = False
+
     def __init__(self, conn):
         if not conn.autocommit:
             raise ValueError("lockq needs a connection in autocommit mode (its LISTEN "
@@ -207,6 +209,8 @@ def _conn_listen_loop(ref, hub):
 class _PoolSource:
     """A ConnectionPool: statements on borrowed connections, notices on a
     listener connection of our own (thread "lockq-listener")."""
+
+    pooled = True               # a failed statement may succeed on another connection
 
     def __init__(self, pool):
         self._pool = weakref.ref(pool)
@@ -465,7 +469,7 @@ class Lease:
         self._kick.set()
         _watchdog.disarm(self)
         self._src.hub.unregister(self)
-        released = self._run("release", self.lock_id, self.owner, self.token,
+        released = self._run_retrying("release", self.lock_id, self.owner, self.token,
                              bound=self._io_timeout if held else WITHDRAW_TIMEOUT)
         return held and released
 
@@ -473,6 +477,20 @@ class Lease:
 
     def _run(self, name, *params, bound=None):
         return self._src.run(name, params, self._io_timeout if bound is None else bound)
+
+    def _run_retrying(self, name, *params, bound):
+        """_run for the statements that end something (release, withdrawal):
+        through a pool, a connection that fails (stale after a switchover,
+        broken) is followed by another, until bound; the statements are
+        idempotent for their owner."""
+        end = monotonic() + bound
+        while True:
+            try:
+                return self._run(name, *params, bound=max(0.1, end - monotonic()))
+            except psycopg.OperationalError:
+                if not self._src.pooled or end - monotonic() <= RETRY_DELAY:
+                    raise
+                threading.Event().wait(RETRY_DELAY)
 
     def _try(self):
         sent = monotonic()
@@ -544,7 +562,7 @@ class Lease:
         """Leaves the queue, releasing a grant that raced with us.  If the
         server cannot be told, it drops us after the heartbeat interval."""
         try:
-            self._run("cancel", self.lock_id, self.owner, bound=WITHDRAW_TIMEOUT)
+            self._run_retrying("cancel", self.lock_id, self.owner, bound=WITHDRAW_TIMEOUT)
         except (psycopg.Error, OSError):
             pass
 

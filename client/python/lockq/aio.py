@@ -155,6 +155,7 @@ class _ConnSource:
     are read by the statements and by the leases' idle polls."""
 
     polled = True
+    pooled = False
 
     @classmethod
     async def create(cls, conn):
@@ -195,6 +196,7 @@ class _PoolSource:
     on a listener connection of our own (a task)."""
 
     polled = False
+    pooled = True               # a failed statement may succeed on another connection
 
     @classmethod
     async def create(cls, pool):
@@ -405,7 +407,7 @@ class Lease:
         self._timer.cancel()
         self._kick.set()
         self._src.hub.unregister(self)
-        released = await self._run("release", self.lock_id, self.owner, self.token,
+        released = await self._run_retrying("release", self.lock_id, self.owner, self.token,
                                    bound=self._io_timeout if held else WITHDRAW_TIMEOUT)
         return held and released
 
@@ -413,6 +415,20 @@ class Lease:
 
     async def _run(self, name, *params, bound=None):
         return await self._src.run(name, params, self._io_timeout if bound is None else bound)
+
+    async def _run_retrying(self, name, *params, bound):
+        """_run for the statements that end something (release, withdrawal):
+        through a pool, a connection that fails (stale after a switchover,
+        broken) is followed by another, until bound; the statements are
+        idempotent for their owner."""
+        end = monotonic() + bound
+        while True:
+            try:
+                return await self._run(name, *params, bound=max(0.1, end - monotonic()))
+            except psycopg.OperationalError:
+                if not self._src.pooled or end - monotonic() <= RETRY_DELAY:
+                    raise
+                await asyncio.sleep(RETRY_DELAY)
 
     async def _try(self):
         sent = monotonic()
@@ -488,7 +504,7 @@ class Lease:
     async def _withdraw(self):
         """Leaves the queue, releasing a grant that raced with us."""
         try:
-            await self._run("cancel", self.lock_id, self.owner, bound=WITHDRAW_TIMEOUT)
+            await self._run_retrying("cancel", self.lock_id, self.owner, bound=WITHDRAW_TIMEOUT)
         except (psycopg.Error, OSError):
             pass
 

@@ -197,6 +197,24 @@ class AioTest(LockqTestCase):
 
         self.run_async(main())
 
+    def test_release_after_the_pooled_connection_died(self):
+        """(issue 22, item 13) as in test_sync."""
+        async def main():
+            pool = await self.pool(size=1)
+            with self.assertRaises(ZeroDivisionError):
+                async with lockq.aio.lock(pool, self.name, ttl=60):
+                    async with pool.connection() as c:
+                        pid = c.info.backend_pid
+                    self.value("SELECT pg_terminate_backend(%s)", (pid,))
+                    await asyncio.to_thread(
+                        self.wait_until, "SELECT count(*) = 0 FROM pg_stat_activity WHERE pid = %s",
+                        (pid,))
+                    1 / 0
+            self.assertIsNone(self.holder(self.name), "released on another connection")
+            await pool.close()
+
+        self.run_async(main())
+
     def test_lost_when_an_administrator_takes_it(self):
         async def main():
             pool = await self.pool()

@@ -244,6 +244,21 @@ class SyncTest(LockqTestCase):
             self.assertTrue(lease.held)
         self.assertLess(time.monotonic() - t0, 10 / 3 + 2, "a third of the heartbeat and a reconnect")
 
+    def test_release_after_the_pooled_connection_died(self):
+        """The release goes out on another pooled connection when the one it
+        got is dead (a switchover, a terminated backend): the lock is free
+        at once, not at the end of the lease (issue 22, item 13)."""
+        pool = ConnectionPool(DSN, min_size=1, max_size=1, open=True)
+        self.addCleanup(pool.close)
+        with self.assertRaises(ZeroDivisionError):
+            with lockq.lock(pool, self.name, ttl=60):
+                with pool.connection() as c:
+                    pid = c.info.backend_pid
+                self.value("SELECT pg_terminate_backend(%s)", (pid,))
+                self.wait_until("SELECT count(*) = 0 FROM pg_stat_activity WHERE pid = %s", (pid,))
+                1 / 0                   # the work failed too
+        self.assertIsNone(self.holder(self.name), "released on another connection")
+
     def test_auto_renew_keeps_a_short_lease(self):
         with lockq.lock(self.pool, self.name, ttl=1.5) as lease:
             token = lease.token
