@@ -26,11 +26,16 @@ WITHDRAW_TIMEOUT = 1.0          # for a withdrawal, and for the release of a
                                 # lease already lost
 RETRY_DELAY = 0.2               # between attempts while a wait's server is
                                 # unreachable
+AWAIT_SLICE = 0.5               # the longest one lockq_await call waits
 MAX_NAME = 255                  # bytes, for lock ids and owners
 
-# the schema of lockq's functions: lockq (1.1) or the extension's (1.0)
+# the schema of lockq's functions: lockq (1.1) or the extension's (1.0);
+# and whether it has lockq_await (1.2)
 SCHEMA_QUERY = (
-    "SELECT n.nspname FROM pg_catalog.pg_extension e"
+    "SELECT n.nspname, EXISTS (SELECT FROM pg_catalog.pg_proc a"
+    "   WHERE a.pronamespace OPERATOR(pg_catalog.=) n.oid"
+    "     AND a.proname OPERATOR(pg_catalog.=) 'lockq_await')"
+    " FROM pg_catalog.pg_extension e"
     " JOIN pg_catalog.pg_depend d"
     "   ON d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass"
     "  AND d.refobjid OPERATOR(pg_catalog.=) e.oid"
@@ -46,6 +51,8 @@ _TEMPLATES = {
     "enqueue": "SELECT {schema}.lockq_enqueue({}::pg_catalog.text, {}::pg_catalog.text, "
                + _SECS + ", {}::pg_catalog.text, " + _SECS + ")",
     "heartbeat": "SELECT {schema}.lockq_heartbeat({}::pg_catalog.text, {}::pg_catalog.text)",
+    "await": "SELECT {schema}.lockq_await({}::pg_catalog.text, {}::pg_catalog.text, "
+             + _SECS + ")",
     "cancel": "SELECT {schema}.lockq_cancel({}::pg_catalog.text, {}::pg_catalog.text)",
     "try": "SELECT {schema}.lockq_try({}::pg_catalog.text, {}::pg_catalog.text, " + _SECS + ")",
     "renew": "SELECT {schema}.lockq_renew({}::pg_catalog.text, {}::pg_catalog.text, "

@@ -41,8 +41,8 @@ from time import monotonic
 import psycopg
 from psycopg import errors, sql
 
-from ._protocol import (DEFAULT_HEARTBEAT, DEFAULT_IO_TIMEOUT, DEFAULT_TTL, RETRY_DELAY,
-                        SCHEMA_QUERY, WITHDRAW_TIMEOUT, after_release, break_socket,
+from ._protocol import (AWAIT_SLICE, DEFAULT_HEARTBEAT, DEFAULT_IO_TIMEOUT, DEFAULT_TTL,
+                        RETRY_DELAY, SCHEMA_QUERY, WITHDRAW_TIMEOUT, after_release, break_socket,
                         LockCancelled, LockLost, LockTimeout, check_duration,
                         check_name, new_channel, new_owner, not_installed,
                         parse_notice, stalled, statements, wait_bound)
@@ -57,10 +57,11 @@ _RECONNECT_DELAY = 0.5          # the pool listener's pause between attempts
 
 
 def _schema(conn):
+    """The schema of lockq's functions, and whether lockq_await is there."""
     row = conn.execute(SCHEMA_QUERY).fetchone()
     if row is None:
         raise not_installed()
-    return row[0]
+    return row
 
 
 def _listen(conn, channel):
@@ -104,6 +105,11 @@ class _Hub:
             lease = self._leases.get((notice.lock_id, notice.owner))
         if lease is not None:
             lease._notice(notice)
+
+    def alone(self, lease):
+        """Is lease the only one waiting or holding through this source?"""
+        with self._mu:
+            return len(self._leases) == 1 and self._leases.get((lease.lock_id, lease.owner)) is lease
 
     def wake_all(self):
         with self._mu:
@@ -178,7 +184,8 @@ class _ConnSource:
                              "writes, or pass a ConnectionPool")
         self._conn = weakref.ref(conn)
         self.hub = _Hub()
-        self.stmts = statements(_schema(conn))
+        schema, self.awaits = _schema(conn)
+        self.stmts = statements(schema)
         hub = self.hub
         conn.add_notify_handler(lambda n: n.channel == hub.channel and hub.dispatch(n.payload))
         _listen(conn, self.hub.channel)
@@ -211,12 +218,13 @@ class _PoolSource:
     listener connection of our own (thread "lockq-listener")."""
 
     pooled = True               # a failed statement may succeed on another connection
+    awaits = False              # lockq_await would keep a pooled connection
 
     def __init__(self, pool):
         self._pool = weakref.ref(pool)
         self.hub = _Hub()
         with pool.connection() as conn:
-            self.stmts = statements(_schema(conn))
+            self.stmts = statements(_schema(conn)[0])
         self._conn = self._connect(pool)
         threading.Thread(target=self._listen_loop, name="lockq-listener",
                          daemon=True).start()
@@ -513,6 +521,19 @@ class Lease:
         except errors.ObjectNotInPrerequisiteState:
             return self._enqueue(bound)
 
+    def _await(self, give_up, bound):
+        """One lockq_await of at most AWAIT_SLICE (and the rest of the
+        timeout): the backend wakes at the grant and answers with the token,
+        with no NOTIFY, which a transaction pooler would not pass on; NULL
+        when the slice ends (it counts as a heartbeat).  Used by a wait alone
+        on a connection of the caller's (a pooled one would be kept)."""
+        self._wake.clear()
+        span = AWAIT_SLICE if give_up is None else max(0.001, min(AWAIT_SLICE, give_up - monotonic()))
+        try:
+            return self._run("await", self.lock_id, self.owner, span, bound=bound + span)
+        except errors.ObjectNotInPrerequisiteState:
+            return self._enqueue(bound)
+
     def _wait(self):
         """Queues and waits.  A statement that fails on the connection (it
         broke, or stalled and was broken) is tried again, on a new pooled
@@ -530,11 +551,16 @@ class Lease:
                 if give_up is not None and now >= give_up:
                     raise LockTimeout("lock %r was not granted within %g s"
                                       % (self.lock_id, self._timeout))
-                if not queued or self._wake.is_set() or now >= sent + self._heartbeat / 3:
+                awaiting = queued and self._src.awaits and self._src.hub.alone(self)
+                if (not queued or awaiting or self._wake.is_set()
+                        or now >= sent + self._heartbeat / 3):
                     sent = monotonic()
                     bound = wait_bound(self._io_timeout, self._heartbeat, give_up, sent)
                     try:
-                        token = self._poll(bound) if queued else self._enqueue(bound)
+                        if awaiting:
+                            token = self._await(give_up, bound)
+                        else:
+                            token = self._poll(bound) if queued else self._enqueue(bound)
                     except psycopg.OperationalError:
                         if monotonic() - reached > self._heartbeat:
                             raise

@@ -31,8 +31,8 @@ from time import monotonic
 import psycopg
 from psycopg import errors, sql
 
-from ._protocol import (DEFAULT_HEARTBEAT, DEFAULT_IO_TIMEOUT, DEFAULT_TTL, RETRY_DELAY,
-                        SCHEMA_QUERY, WITHDRAW_TIMEOUT, after_release, break_socket,
+from ._protocol import (AWAIT_SLICE, DEFAULT_HEARTBEAT, DEFAULT_IO_TIMEOUT, DEFAULT_TTL,
+                        RETRY_DELAY, SCHEMA_QUERY, WITHDRAW_TIMEOUT, after_release, break_socket,
                         LockLost, LockTimeout, check_duration, check_name, new_channel,
                         new_owner, not_installed, parse_notice, stalled, statements,
                         wait_bound)
@@ -51,10 +51,11 @@ __all__ = ["lock", "Lease"]
 
 
 async def _schema(conn):
+    """The schema of lockq's functions, and whether lockq_await is there."""
     row = await (await conn.execute(SCHEMA_QUERY)).fetchone()
     if row is None:
         raise not_installed()
-    return row[0]
+    return row
 
 
 async def _listen(conn, channel):
@@ -145,6 +146,10 @@ class _Hub:
         if lease is not None:
             lease._notice(notice)
 
+    def alone(self, lease):
+        """Is lease the only one waiting or holding through this source?"""
+        return len(self._leases) == 1 and (lease.lock_id, lease.owner) in self._leases
+
     def wake_all(self):
         for lease in self._leases.values():
             lease._wake.set()
@@ -167,7 +172,8 @@ class _ConnSource:
         # never seen it
         self._conn = weakref.ref(conn)
         self.hub = hub = _Hub()
-        self.stmts = statements(await _schema(conn))
+        schema, self.awaits = await _schema(conn)
+        self.stmts = statements(schema)
         conn.add_notify_handler(lambda n: hub.dispatch(n.channel, n.payload))
         await _listen(conn, self.hub.channel)
         return self
@@ -196,6 +202,7 @@ class _PoolSource:
     on a listener connection of our own (a task)."""
 
     polled = False
+    awaits = False              # lockq_await would keep a pooled connection
     pooled = True               # a failed statement may succeed on another connection
 
     @classmethod
@@ -204,7 +211,7 @@ class _PoolSource:
         self._pool = weakref.ref(pool)
         self.hub = _Hub()
         async with pool.connection() as conn:
-            self.stmts = statements(await _schema(conn))
+            self.stmts = statements((await _schema(conn))[0])
         self._conn = await self._connect(pool)
         self._task = asyncio.get_running_loop().create_task(self._listen_loop())
         return self
@@ -450,6 +457,19 @@ class Lease:
         except errors.ObjectNotInPrerequisiteState:
             return await self._enqueue(bound)
 
+    async def _await(self, give_up, bound):
+        """One lockq_await of at most AWAIT_SLICE (and the rest of the
+        timeout): the backend wakes at the grant and answers with the token,
+        with no NOTIFY, which a transaction pooler would not pass on; NULL
+        when the slice ends (it counts as a heartbeat).  Used by a wait alone
+        on a connection of the caller's (a pooled one would be kept)."""
+        self._wake.clear()
+        span = AWAIT_SLICE if give_up is None else max(0.001, min(AWAIT_SLICE, give_up - monotonic()))
+        try:
+            return await self._run("await", self.lock_id, self.owner, span, bound=bound + span)
+        except errors.ObjectNotInPrerequisiteState:
+            return await self._enqueue(bound)
+
     async def _wait(self):
         """Queues and waits (see lockq._sync: a failed statement is tried
         again for up to the heartbeat interval).  A cancel, even one during
@@ -463,11 +483,16 @@ class Lease:
                 if give_up is not None and now >= give_up:
                     raise LockTimeout("lock %r was not granted within %g s"
                                       % (self.lock_id, self._timeout))
-                if not queued or self._wake.is_set() or now >= sent + self._heartbeat / 3:
+                awaiting = queued and self._src.awaits and self._src.hub.alone(self)
+                if (not queued or awaiting or self._wake.is_set()
+                        or now >= sent + self._heartbeat / 3):
                     sent = monotonic()
                     bound = wait_bound(self._io_timeout, self._heartbeat, give_up, sent)
                     try:
-                        token = await (self._poll(bound) if queued else self._enqueue(bound))
+                        if awaiting:
+                            token = await self._await(give_up, bound)
+                        else:
+                            token = await (self._poll(bound) if queued else self._enqueue(bound))
                     except psycopg.OperationalError:
                         if monotonic() - reached > self._heartbeat:
                             raise
