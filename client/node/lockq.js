@@ -45,12 +45,16 @@ const DEFAULT_HEARTBEAT = 10000;
 const DEFAULT_IO_TIMEOUT = 10000; // the longest one statement may go unanswered
 const WITHDRAW_TIMEOUT = 1000; // a withdrawal, and the release of a lost lease
 const RETRY_DELAY = 200; // between attempts while a wait's server is unreachable
+const AWAIT_SLICE = 500; // the longest one lockq_await call waits
 const MAX_NAME = 255;
 const RECONNECT_DELAY = 500;
 
 // the schema of lockq's functions: lockq (1.1) or the extension's (1.0)
 const SCHEMA_QUERY =
-  "SELECT n.nspname FROM pg_catalog.pg_extension e" +
+  "SELECT n.nspname, EXISTS (SELECT FROM pg_catalog.pg_proc a" +
+  "   WHERE a.pronamespace OPERATOR(pg_catalog.=) n.oid" +
+  "     AND a.proname OPERATOR(pg_catalog.=) 'lockq_await') AS awaits" +
+  " FROM pg_catalog.pg_extension e" +
   " JOIN pg_catalog.pg_depend d" +
   "   ON d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass" +
   "  AND d.refobjid OPERATOR(pg_catalog.=) e.oid" +
@@ -65,6 +69,7 @@ const SECS = (p) => `pg_catalog.make_interval(secs => ${p}::pg_catalog.float8)`;
 const TEMPLATES = {
   enqueue: `lockq_enqueue($1::pg_catalog.text, $2::pg_catalog.text, ${SECS('$3')}, $4::pg_catalog.text, ${SECS('$5')})`,
   heartbeat: 'lockq_heartbeat($1::pg_catalog.text, $2::pg_catalog.text)',
+  await: `lockq_await($1::pg_catalog.text, $2::pg_catalog.text, ${SECS('$3')})`,
   cancel: 'lockq_cancel($1::pg_catalog.text, $2::pg_catalog.text)',
   try: `lockq_try($1::pg_catalog.text, $2::pg_catalog.text, ${SECS('$3')})`,
   renew: `lockq_renew($1::pg_catalog.text, $2::pg_catalog.text, $3::pg_catalog.int8, ${SECS('$4')})`,
@@ -143,6 +148,8 @@ class Hub {
     if (lease) lease._notice(notice);
   }
   wakeAll() { for (const lease of this.leases.values()) lease._wake(); }
+  /** Is lease the only one waiting or holding through this source? */
+  alone(lease) { return this.leases.size === 1 && this.leases.get(this.key(lease.lockId, lease.owner)) === lease; }
 }
 
 const listen = (client, channel) => client.query(`LISTEN "${channel}"`);
@@ -153,7 +160,7 @@ class ClientSource {
     const src = new ClientSource();
     src.client = client;
     src.hub = new Hub();
-    src.stmts = await lookup(client);
+    [src.stmts, src.awaits] = await lookup(client);
     client.on('notification', (msg) => src.hub.dispatch(msg));
     await listen(client, src.hub.channel);
     return src;
@@ -224,7 +231,8 @@ class PoolSource {
     const src = new PoolSource();
     src.pool = pool;
     src.hub = new Hub();
-    src.stmts = await lookup(pool);
+    [src.stmts] = await lookup(pool);
+    src.awaits = false; // lockq_await would keep a pooled client
     src.users = 0;
     src.listener = null;
     return src;
@@ -277,10 +285,11 @@ class PoolSource {
   }
 }
 
+/** The statements, and whether the extension has lockq_await (1.2). */
 async function lookup(queryable) {
   const { rows } = await queryable.query(SCHEMA_QUERY);
   if (rows.length !== 1) throw new LockError('the lockq extension is not installed in this database');
-  return statements(rows[0].nspname);
+  return [statements(rows[0].nspname), rows[0].awaits];
 }
 
 const sources = new WeakMap();
@@ -408,6 +417,24 @@ class Lease {
     return tokenOf(await this._runWithin(ms, 'enqueue', secs(this._ttl), this._src.hub.channel, secs(this._heartbeat)));
   }
 
+  /**
+   * One lockq_await of at most AWAIT_SLICE (and the rest of the timeout):
+   * the backend wakes at the grant and answers with the token, with no
+   * NOTIFY, which a transaction pooler would not pass on; null when the
+   * slice ends (it counts as a heartbeat).  Used by a wait alone on a
+   * client of the caller's (a pooled one would be kept).
+   */
+  async _await(giveUp, ms) {
+    this._woken = false;
+    const span = Math.max(1, Math.min(AWAIT_SLICE, giveUp - now()));
+    try {
+      return tokenOf(await this._runWithin(ms + span, 'await', secs(span)));
+    } catch (e) {
+      if (e.code === '55000') return this._enqueue(ms);
+      throw e;
+    }
+  }
+
   /** One heartbeat: the token once granted; a dropped wait (55000) queues again. */
   async _poll(ms) {
     this._woken = false;
@@ -436,12 +463,14 @@ class Lease {
         cancel?.throwIfAborted();
         if (now() >= giveUp) throw new LockTimeoutError(`lock "${this.lockId}" was not granted within ${this._timeout} ms`);
         const due = sent + this._heartbeat / 3;
-        if (!queued || this._woken || now() >= due) {
+        const awaiting = queued && this._src.awaits && this._src.hub.alone(this);
+        if (!queued || awaiting || this._woken || now() >= due) {
           sent = now();
           const ms = Math.max(100, Math.round(Math.min(this._ioTimeout, this._heartbeat / 3, giveUp - sent + WITHDRAW_TIMEOUT)));
           let token;
           try {
-            token = await (queued ? this._poll(ms) : this._enqueue(ms));
+            if (awaiting) token = await this._await(giveUp, ms);
+            else token = await (queued ? this._poll(ms) : this._enqueue(ms));
           } catch (e) {
             if (!brokenBy(e) || now() - reached > this._heartbeat) throw e;
             await this._pause(RETRY_DELAY, cancel);

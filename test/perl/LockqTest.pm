@@ -18,12 +18,15 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time);
+use File::Copy ();
+use File::Path ();
+use IPC::Run ();
 
 use Exporter 'import';
 our @EXPORT = qw(lockq_node start_waiter waiter_result wait_for_waiters
   wait_for_holder worker_pid scalar_query crash_restart end_session
   require_tool fault_functions fault_fired wait_for_worker queue_of
-  backend_pid create_churn);
+  backend_pid create_churn node_client);
 
 # require_tool(ok, what) skips the whole test file when a tool it needs is
 # missing (ok false), with what as the reason; but under make test
@@ -258,6 +261,29 @@ sub worker_pid
 	return $node->safe_psql('postgres',
 		"SELECT pid FROM pg_stat_activity WHERE backend_type = 'lockq lock server'"
 	);
+}
+
+# node_client(): the Node.js client (client/node) in a directory of its
+# own, with pg installed by npm ci (exactly the lock file's versions, from
+# the registry).  Returns (dir, a sub for IPC::Run's init that enters it and
+# sets npm's cache, npm's output); dir is undef if npm ci failed.
+sub node_client
+{
+	my $src = "$ENV{TESTDIR}/client/node";
+	my $dir = PostgreSQL::Test::Utils::tempdir() . '/node';
+	File::Path::make_path("$dir/test", "$dir/tools");
+	File::Copy::copy("$src/$_", "$dir/$_") or die "copy $_: $!"
+	  for qw(lockq.js package.json package-lock.json test/lockq.test.js tools/handoff.js);
+	my $env = sub {
+		chdir $dir or die "chdir $dir: $!";
+		$ENV{npm_config_cache} = "$dir/.npm";
+		$ENV{npm_config_update_notifier} = 'false';
+	};
+	my ($out, $err) = ('', '');
+	IPC::Run::run([ 'npm', 'ci', '--no-audit', '--no-fund', '--ignore-scripts' ],
+		'>', \$out, '2>', \$err, init => $env,
+		IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default));
+	return (($? >> 8) == 0 ? $dir : undef, $env, $out . $err);
 }
 
 1;

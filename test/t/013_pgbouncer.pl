@@ -745,6 +745,31 @@ SKIP:
 		'python hand-offs: nothing left held');
 }
 
+# --- the Node client through the pooler: the same ---------------------------------
+SKIP:
+{
+	my $node_version = `node --version 2>/dev/null` // '';
+	skip 'Node.js 18 or later and npm are not installed', 2
+	  unless $node_version =~ /^v(\d+)/ && $1 >= 18 && system('npm --version >/dev/null 2>&1') == 0;
+	my ($ndir, $npm_env, $npm_log) = node_client();
+	ok($ndir, 'node hand-offs: npm ci installs pg') or diag($npm_log);
+	skip 'npm ci failed', 1 unless $ndir;
+	(my $sock = $host) =~ s{/}{%2F}g;
+	my ($out, $err) = ('', '');
+	IPC::Run::run([ 'node', 'tools/handoff.js', sprintf('postgresql://%s:%d/postgres', $sock, $nport),
+			sprintf('direct=postgresql://%s:%d/postgres', $sock, $nport),
+			sprintf('pgbouncer=postgresql://%s:%d/postgres', $sock, $port) ],
+		'>', \$out, '2>', \$err, init => $npm_env, IPC::Run::timeout($timeout));
+	my %p99;
+	for my $line (split /\n/, $out)
+	{
+		note "node hand-off (ms; p50 p99 max): $line";
+		$p99{$1} = $2 if $line =~ /^(\w+) node [\d.]+ ([\d.]+) [\d.]+$/;
+	}
+	ok(defined $p99{pgbouncer} && defined $p99{direct} && $p99{pgbouncer} < $p99{direct} + 50,
+		'node: hand-off p99 through pgbouncer within 50 ms of direct') or diag($err);
+}
+
 # --- shutdown ------------------------------------------------------------------
 $bouncer->psql('pgbouncer', 'SHUTDOWN');
 ok(poll_until(sub { !-e "$dir/pgbouncer.pid" }),

@@ -10,8 +10,6 @@
 use strict;
 use warnings;
 
-use File::Copy qw(copy);
-use File::Path qw(make_path);
 use IPC::Run;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
@@ -23,23 +21,9 @@ require_tool(
 	$node_version =~ /^v(\d+)/ && $1 >= 18 && system('npm --version >/dev/null 2>&1') == 0,
 	'Node.js 18 or later and npm (nodejs, npm)');
 
-my $src = "$ENV{TESTDIR}/client/node";
-my $dir = PostgreSQL::Test::Utils::tempdir() . '/node';
-make_path("$dir/test");
-copy("$src/$_", "$dir/$_") or die "copy $_: $!"
-  for qw(lockq.js package.json package-lock.json test/lockq.test.js);
-
-# npm ci: exactly the versions of the lock file, from the registry
+my ($dir, $npm_env, $npm_log) = node_client();
+ok($dir, 'npm ci installs pg') or diag($npm_log);
 my ($out, $err) = ('', '');
-my $npm_env = sub {
-	chdir $dir or die "chdir $dir: $!";
-	$ENV{npm_config_cache} = "$dir/.npm";
-	$ENV{npm_config_update_notifier} = 'false';
-};
-IPC::Run::run([ 'npm', 'ci', '--no-audit', '--no-fund', '--ignore-scripts' ],
-	'>', \$out, '2>', \$err, init => $npm_env,
-	IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default));
-is($? >> 8, 0, 'npm ci installs pg') or diag($out . $err);
 
 my $node = lockq_node('nodejs');
 (my $host = $node->host) =~ s{/}{%2F}g;
