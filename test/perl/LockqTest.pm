@@ -273,7 +273,7 @@ sub node_client
 	my $dir = PostgreSQL::Test::Utils::tempdir() . '/node';
 	File::Path::make_path("$dir/test", "$dir/tools");
 	File::Copy::copy("$src/$_", "$dir/$_") or die "copy $_: $!"
-	  for qw(lockq.js package.json package-lock.json test/lockq.test.js tools/handoff.js);
+	  for qw(lockq.js package.json package-lock.json test/lockq.test.js tools/handoff.js tools/agent.js);
 	my $env = sub {
 		chdir $dir or die "chdir $dir: $!";
 		$ENV{npm_config_cache} = "$dir/.npm";

@@ -1,0 +1,58 @@
+// Copyright (c) 2026, lockq developers
+// This file is part of lockq, released under the PostgreSQL License
+// (see LICENSE).
+
+'use strict';
+// A lock client driven line by line, for the fault matrix of
+// test/t/044_client_matrix.pl (the same commands as
+// client/python/tools/agent.py).  argv: DSN.
+const readline = require('node:readline');
+const pg = require('pg');
+const lockq = require('../lockq.js');
+
+const say = (...w) => process.stdout.write(w.join(' ') + '\n');
+const wallNs = () => BigInt(Math.round((performance.timeOrigin + performance.now()) * 1e6));
+
+async function main() {
+  const client = new pg.Client({ connectionString: process.argv[2] });
+  client.on('error', () => {});
+  await client.connect();
+  let lease = null;
+  const rl = readline.createInterface({ input: process.stdin });
+  for await (const line of rl) {
+    const cmd = line.split(' ');
+    const t0 = performance.now();
+    const ms = () => Math.round(performance.now() - t0);
+    if (cmd[0] === 'acquire') {
+      const timeout = Number(cmd[3]) < 0 ? undefined : Number(cmd[3]);
+      try {
+        lease = await lockq.acquire(client, cmd[1], { ttl: Number(cmd[2]), timeout, heartbeat: Number(cmd[4]) });
+      } catch (e) {
+        say('failed', e.name, ms());
+        continue;
+      }
+      say('acquired', lease.token);
+      // the protected work: read the clock, then check the lease
+      const l = lease;
+      let last = 0n;
+      const tick = () => {
+        const t = wallNs();
+        if (!l.held) return say('stopped', last);
+        last = t;
+        setTimeout(tick, 1);
+      };
+      tick();
+    } else if (cmd[0] === 'release') {
+      try {
+        say('released', (await lease.release()) ? 1 : 0, ms());
+      } catch (e) {
+        say('failed', e.name, ms());
+      }
+    } else if (cmd[0] === 'quit') {
+      break;
+    }
+  }
+  process.exit(0);
+}
+
+main().catch((e) => { console.error(e); process.exit(1); });
