@@ -200,11 +200,30 @@ describe('against a server', { skip: !DSN && 'LOCKQ_TEST_DSN is not set' }, () =
     process.kill(pid1, 'SIGSTOP');
     const t1 = Date.now();
     try {
-      await lockq.using(p1, 'stalled', { timeout: 10000 }, async (signal, lease) => assert.equal(lease.held, true));
+      await lockq.using(p1, 'stalled', { timeout: 10000, owner: 'stalled-pooled' },
+        async (signal, lease) => assert.equal(lease.held, true));
       assert.ok(Date.now() - t1 < 10000 / 3 + 2000, `a third of the heartbeat and a reconnect (${Date.now() - t1} ms)`);
     } finally {
       process.kill(pid1, 'SIGCONT');
     }
+    // the stopped backend may still run the enqueue it had read: take it back
+    await until('SELECT count(*) = 0 FROM pg_stat_activity WHERE pid = $1', [pid1]);
+    await value("SELECT lockq_cancel('stalled', 'stalled-pooled')");
+    await p1.end();
+  });
+
+  it('releases on another pooled client when the one it had is dead (issue 22, item 13)', async () => {
+    const p1 = new pg.Pool({ connectionString: DSN, max: 1 });
+    p1.on('error', () => {}); // an idle client's death, as an application handles it
+    await assert.rejects(lockq.using(p1, 'deadpool', { ttl: 60000 }, async () => {
+      const c = await p1.connect();
+      const pid = c.processID;
+      c.release();
+      await value('SELECT pg_terminate_backend($1)', [pid]);
+      await until('SELECT count(*) = 0 FROM pg_stat_activity WHERE pid = $1', [pid]);
+      throw new Error('the work failed too');
+    }), /the work failed too/);
+    assert.equal(await holder('deadpool'), null, 'released on another client');
     await p1.end();
   });
 

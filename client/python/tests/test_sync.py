@@ -238,11 +238,15 @@ class SyncTest(LockqTestCase):
         with lockq.lock(pool, self.name + ":warm"):
             pass
         with pool.connection() as c:
-            self.stop_backend(c)
+            pid = self.stop_backend(c)
         t0 = time.monotonic()
-        with lockq.lock(pool, self.name, timeout=10) as lease:
+        with lockq.lock(pool, self.name, timeout=10, owner="stalled") as lease:
             self.assertTrue(lease.held)
         self.assertLess(time.monotonic() - t0, 10 / 3 + 2, "a third of the heartbeat and a reconnect")
+        # the stopped backend may still run the enqueue it had read: take it back
+        cont(pid)
+        self.wait_until("SELECT count(*) = 0 FROM pg_stat_activity WHERE pid = %s", (pid,))
+        self.value("SELECT lockq_cancel(%s, 'stalled')", (self.name,))
 
     def test_release_after_the_pooled_connection_died(self):
         """The release goes out on another pooled connection when the one it
