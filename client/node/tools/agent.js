@@ -31,7 +31,7 @@ async function main() {
         say('failed', e.name, ms());
         continue;
       }
-      say('acquired', lease.token);
+      say('acquired', lease.token, process.pid);
       // the protected work: read the clock, then check the lease
       const l = lease;
       let last = 0n;

@@ -6,7 +6,8 @@
 test/t/044_client_matrix.pl.  argv: sync|asyncio DSN.  Commands on stdin:
 
   acquire LOCK TTL_MS TIMEOUT_MS HEARTBEAT_MS   (TIMEOUT_MS -1: forever)
-      "acquired TOKEN" or "failed ERROR ELAPSED_MS"; once acquired, a
+      "acquired TOKEN PID" (PID: the client process, ours) or "failed
+      ERROR ELAPSED_MS"; once acquired, a
       worker does "protected work" as an application would: it reads the
       wall clock, then checks lease.held, and counts the time as work done
       under the lease only if held was true; when held turns false it
@@ -16,6 +17,7 @@ test/t/044_client_matrix.pl.  argv: sync|asyncio DSN.  Commands on stdin:
 """
 
 import asyncio
+import os
 import sys
 import threading
 import time
@@ -55,7 +57,7 @@ def sync_main(dsn):
             except Exception as e:
                 say("failed", type(e).__name__, int((time.monotonic() - t0) * 1000))
                 continue
-            say("acquired", lease.token)
+            say("acquired", lease.token, os.getpid())
 
             def run(lease=lease):
                 for pause in work(lease, 0.001):
@@ -89,7 +91,7 @@ async def aio_main(dsn):
             except Exception as e:
                 say("failed", type(e).__name__, int((time.monotonic() - t0) * 1000))
                 continue
-            say("acquired", lease.token)
+            say("acquired", lease.token, os.getpid())
 
             async def run(lease=lease):
                 for pause in work(lease, 0.001):
@@ -113,5 +115,4 @@ if __name__ == "__main__":
     else:
         asyncio.run(aio_main(sys.argv[2]))
     sys.stdout.flush()
-    import os
     os._exit(0)                 # leave daemon threads and broken connections

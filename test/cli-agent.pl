@@ -1,0 +1,121 @@
+# test/cli-agent.pl LOCKQ PORT APPLICATION_NAME DIR
+#
+# The fault matrix's agent (test/t/044_client_matrix.pl) for the lockq CLI,
+# with the commands of client/python/tools/agent.py.  "acquire" starts
+# lockq run, whose command is the protected work: it writes the wall clock
+# (ns) to a file every 2 ms; the work's last line is what it did under the
+# lease.  "acquired TOKEN PID" names lockq's pid (the client process);
+# when lockq exits after acquiring, "stopped LAST_WORK_NS" (or, after
+# "release", "released 1|0 ELAPSED_MS"); when it exits without acquiring,
+# "failed timeout|exitN ELAPSED_MS".
+#
+# Copyright (c) 2026, lockq developers
+# This file is part of lockq, released under the PostgreSQL License
+# (see LICENSE).
+use strict;
+use warnings;
+
+use IO::Select;
+use Time::HiRes qw(time);
+
+$| = 1;
+my ($lockq, $port, $app, $dir) = @ARGV;
+my $dsn = "host=127.0.0.1 port=$port dbname=postgres application_name=$app";
+my ($pid, $out, $file, $t0, $acquired, $releasing);
+my $sel = IO::Select->new(\*STDIN);
+my ($inbuf, $outbuf) = ('', '');
+
+sub last_work
+{
+	open(my $f, '<', $file) or return 0;
+	my @l = <$f>;
+	close $f;
+	chomp(my $last = $l[-1] // '0');
+	return $last;
+}
+
+sub lockq_ended
+{
+	waitpid($pid, 0);
+	my $rc = $? >> 8;
+	my $ms = int((time() - $t0) * 1000);
+	if ($releasing)
+	{
+		print "released ", ($rc == 0 ? 1 : 0), " $ms\n";
+	}
+	elsif ($acquired)
+	{
+		print "stopped ", last_work(), "\n";
+	}
+	else
+	{
+		print "failed ", ($rc == 75 ? 'timeout' : "exit$rc"), " $ms\n";
+	}
+	$sel->remove($out);
+	close $out;
+	($pid, $acquired, $releasing) = (undef, 0, 0);
+}
+
+while (1)
+{
+	for my $fh ($sel->can_read(0.5))
+	{
+		my $n = sysread($fh, my $buf, 4096);
+		if ($fh == \*STDIN)
+		{
+			exit 0 unless $n;
+			$inbuf .= $buf;
+			while ($inbuf =~ s/^(.*)\n//)
+			{
+				my @cmd = split ' ', $1;
+				if ($cmd[0] eq 'acquire')
+				{
+					my ($lock, $ttl, $timeout) = @cmd[1 .. 3];
+					$file = "$dir/$lock.work";
+					unlink $file, "$file.stop";
+					pipe($out, my $w) or die "pipe: $!";
+					$t0 = time();
+					$pid = fork();
+					die "fork: $!" unless defined $pid;
+					if ($pid == 0)
+					{
+						close $out;
+						open(STDOUT, '>&', $w) or die;
+						exec($lockq, 'run', '-d', $dsn, '--ttl', ($ttl / 1000) . 's',
+							($timeout >= 0 ? ('--timeout', ($timeout / 1000) . 's') : ()),
+							$lock, '--', 'sh', '-c',
+							"echo acquired \$LOCKQ_TOKEN; while [ ! -e $file.stop ]; do date +%s%N >> $file; sleep 0.002; done")
+						  or exit 127;
+					}
+					close $w;
+					$sel->add($out);
+				}
+				elsif ($cmd[0] eq 'release')
+				{
+					$releasing = 1;
+					open(my $f, '>', "$file.stop") or die;
+					close $f;
+				}
+				elsif ($cmd[0] eq 'quit')
+				{
+					kill 'KILL', $pid if $pid;
+					exit 0;
+				}
+			}
+		}
+		else
+		{
+			if (!$n)
+			{
+				lockq_ended();
+				next;
+			}
+			$outbuf .= $buf;
+			if (!$acquired && $outbuf =~ /^acquired (\d+)$/m)
+			{
+				$acquired = 1;
+				print "acquired $1 $pid\n";
+			}
+		}
+	}
+}
