@@ -178,8 +178,13 @@ function stalled(ms, cause) {
   return e;
 }
 
-/** A connection error (no SQLSTATE of the server's), not a statement's. */
-const brokenBy = (e) => !(e && typeof e.code === 'string' && /^[0-9A-Z]{5}$/.test(e.code) && e.code !== '08006');
+/**
+ * A connection error, not a statement's: no SQLSTATE of the server's, or one
+ * of class 08 (connection exception) or 57P (the server ends the session:
+ * a terminated backend, a shutdown).
+ */
+const brokenBy = (e) => !(e && typeof e.code === 'string' && /^[0-9A-Z]{5}$/.test(e.code) &&
+  !e.code.startsWith('08') && !e.code.startsWith('57P'));
 
 /**
  * Runs text on client and returns column v of its row.  Unanswered within
@@ -230,6 +235,7 @@ class PoolSource {
   static async create(pool) {
     const src = new PoolSource();
     src.pool = pool;
+    src.pooled = true; // a failed statement may succeed on another client
     src.hub = new Hub();
     [src.stmts] = await lookup(pool);
     src.awaits = false; // lockq_await would keep a pooled client
@@ -378,11 +384,29 @@ class Lease {
     clearTimeout(this._timers.renew);
     this._src.hub.unregister(this);
     this._src.close();
-    return (await this._runWithin(held ? this._ioTimeout : WITHDRAW_TIMEOUT, 'release', this.token.toString())) && held;
+    return (await this._runRetrying(held ? this._ioTimeout : WITHDRAW_TIMEOUT, 'release', this.token.toString())) && held;
   }
 
   _run(name, ...params) {
     return this._runWithin(this._ioTimeout, name, ...params);
+  }
+
+  /**
+   * _runWithin for the statements that end something (release, withdrawal):
+   * through a pool, a client that fails (dead after a switchover or a
+   * terminated backend, not yet dropped by the pool) is followed by
+   * another, until ms; the statements are idempotent for their owner.
+   */
+  async _runRetrying(ms, name, ...params) {
+    const end = now() + ms;
+    for (;;) {
+      try {
+        return await this._runWithin(Math.max(100, Math.round(end - now())), name, ...params);
+      } catch (e) {
+        if (!this._src.pooled || !brokenBy(e) || end - now() <= RETRY_DELAY) throw e;
+        await new Promise((resolve) => setTimeout(resolve, RETRY_DELAY));
+      }
+    }
   }
 
   _runWithin(ms, name, ...params) {
@@ -484,7 +508,7 @@ class Lease {
         }
       }
     } catch (e) {
-      await this._runWithin(WITHDRAW_TIMEOUT, 'cancel').catch(() => {});
+      await this._runRetrying(WITHDRAW_TIMEOUT, 'cancel').catch(() => {});
       throw e;
     }
   }
