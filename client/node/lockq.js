@@ -220,12 +220,17 @@ async function pooledRun(pool, text, params, ms) {
     throw e;
   }).finally(() => clearTimeout(timer));
   let broken = false;
+  // a checked-out client has no listener of the pool's: its death (EPIPE,
+  // a terminated backend) must not be an uncaught 'error' event
+  const onError = () => { broken = true; };
+  client.on('error', onError);
   try {
     return await bounded(client, text, params, Math.max(1, Math.round(end - now())));
   } catch (e) {
-    broken = brokenBy(e);
+    broken = broken || brokenBy(e);
     throw e;
   } finally {
+    client.removeListener('error', onError);
     client.release(broken || undefined);
   }
 }
