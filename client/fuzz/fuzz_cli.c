@@ -79,7 +79,7 @@ static struct
 	const char *lock_id;
 	lockqc_opts opts;
 	bool		forked;			/* run_command reached fork() */
-	char	  **cmd;
+	char	  **cmd;			/* points into cmd_copy */
 	int64_t		grace_ms;
 	int			queries;		/* PQexecParams calls */
 	int			nparams;		/* of the last one */
@@ -89,6 +89,9 @@ static struct
 
 static FILE *lqf_null;
 static char *lqf_argv[MAX_ARGS + 1];	/* what lockq's main() gets (and permutes) */
+static char *lqf_cmd_copy[MAX_ARGS + 4];	/* the command fork() was given: with
+											 * -c it is an array on cmd_run's
+											 * stack, gone when it is checked */
 static char lqf_fake_conn;
 static char lqf_fake_handle;
 static char lqf_fake_pg;
@@ -248,7 +251,18 @@ static pid_t
 lqf_fork(char **argv, int64_t grace_ms)
 {
 	cap.forked = true;
-	cap.cmd = argv;
+	{
+		int			n = 0;
+
+		/* copied: argv may live on a stack frame that is gone by check_run */
+		while (n < MAX_ARGS + 3 && argv[n] != NULL)
+		{
+			lqf_cmd_copy[n] = argv[n];
+			n++;
+		}
+		lqf_cmd_copy[n] = NULL;
+		cap.cmd = lqf_cmd_copy;
+	}
 	cap.grace_ms = grace_ms;
 	errno = EAGAIN;
 	return -1;
