@@ -1457,6 +1457,26 @@ scenario_proxy_failover(int proxy)
 }
 
 /*
+ * proxy_open connects the library through the proxy (conninfo) and a
+ * monitor straight to the server (LOCKQC_DIRECT); false, with a failed
+ * check, if the library cannot connect.
+ */
+static bool
+proxy_open(lockqc_conn **c, PGconn **m)
+{
+	char	   *err = NULL;
+
+	*c = lockqc_connect(conninfo, &err);
+	if (*c == NULL)
+	{
+		check(false, "connect through the proxy: %s", err);
+		return false;
+	}
+	*m = PQconnectdb(getenv("LOCKQC_DIRECT"));
+	return true;
+}
+
+/*
  * proxy_blackhole_wait: a wait (heartbeat_ms 3000) goes on through the
  * proxy (argv[3]) until the proxy black-holes everything (SIGUSR1: no
  * reset, new connections accepted and never answered, as a host that
@@ -1468,7 +1488,6 @@ static void
 scenario_proxy_blackhole_wait(int proxy)
 {
 	lockqc_conn *c;
-	char	   *err = NULL;
 	PGconn	   *m;
 	lockqc_opts o;
 	lockqc_handle *h = NULL;
@@ -1476,13 +1495,8 @@ scenario_proxy_blackhole_wait(int proxy)
 	int64_t		el;
 	int			rc;
 
-	c = lockqc_connect(conninfo, &err);
-	if (c == NULL)
-	{
-		check(false, "connect through the proxy: %s", err);
+	if (!proxy_open(&c, &m))
 		return;
-	}
-	m = PQconnectdb(getenv("LOCKQC_DIRECT"));
 	q(m, "SELECT lockq_try('BW', 'holder', '1 minute')", NULL, NULL, NULL);
 	lockqc_opts_init(&o);
 	o.heartbeat_ms = 3000;
@@ -1523,7 +1537,6 @@ static void
 scenario_proxy_lostreply(int proxy)
 {
 	lockqc_conn *c;
-	char	   *err = NULL;
 	PGconn	   *m;
 	lockqc_opts o;
 	lockqc_handle *h = NULL;
@@ -1531,13 +1544,8 @@ scenario_proxy_lostreply(int proxy)
 	int64_t		el;
 	int			rc;
 
-	c = lockqc_connect(conninfo, &err);
-	if (c == NULL)
-	{
-		check(false, "connect through the proxy: %s", err);
+	if (!proxy_open(&c, &m))
 		return;
-	}
-	m = PQconnectdb(getenv("LOCKQC_DIRECT"));
 	lockqc_set_io_timeout(c, 2000);
 	q(m, "SELECT lockq_try('LW', 'holder', '1 minute')", NULL, NULL, NULL);
 	kill(proxy, SIGUSR2);

@@ -80,6 +80,43 @@ class LockLost(LockError):
     protected may have overlapped with the next holder's."""
 
 
+class LeaseTable:
+    """The leases waiting or holding through one source, by (lock id,
+    owner): what both clients' hubs keep.  No lock of its own (the threaded
+    client's hub takes one around each call)."""
+
+    def __init__(self):
+        self._leases = {}
+
+    def register(self, lease):
+        """Registers a lease about to wait; returns instead the lease that
+        already holds lock_id for the same owner in this process, which the
+        new one then joins (counted re-entrancy, lease._join)."""
+        key = (lease.lock_id, lease.owner)
+        other = self._leases.get(key)
+        if other is not None and other._join():
+            return other
+        if other is not None:
+            raise RuntimeError("lock %r is already being waited for by owner %r "
+                               "in this process" % key)
+        self._leases[key] = lease
+        return None
+
+    def unregister(self, lease):
+        if self._leases.get((lease.lock_id, lease.owner)) is lease:
+            del self._leases[(lease.lock_id, lease.owner)]
+
+    def lease_for(self, notice):
+        return self._leases.get((notice.lock_id, notice.owner))
+
+    def alone(self, lease):
+        """Is lease the only one waiting or holding through this source?"""
+        return len(self._leases) == 1 and self._leases.get((lease.lock_id, lease.owner)) is lease
+
+    def leases(self):
+        return list(self._leases.values())
+
+
 def after_release(lease, released, exc_type):
     """What leaving a lease's block does once the release was tried: raise
     LockLost if the lease was lost before it and the block raised nothing
@@ -97,7 +134,7 @@ def break_socket(conn):
     drops packets without a reset."""
     try:
         sock = socket.socket(fileno=os.dup(conn.fileno()))
-    except (OSError, ValueError, Exception):    # closed already
+    except Exception:           # closed already (psycopg raises its own)
         return
     with sock:
         try:

@@ -42,8 +42,8 @@ import psycopg
 from psycopg import errors, sql
 
 from ._protocol import (AWAIT_SLICE, DEFAULT_HEARTBEAT, DEFAULT_IO_TIMEOUT, DEFAULT_TTL,
-                        RETRY_DELAY, SCHEMA_QUERY, WITHDRAW_TIMEOUT, after_release, break_socket,
-                        LockCancelled, LockLost, LockTimeout, check_duration,
+                        RETRY_DELAY, SCHEMA_QUERY, WITHDRAW_TIMEOUT, LeaseTable, after_release,
+                        break_socket, LockCancelled, LockLost, LockTimeout, check_duration,
                         check_name, new_channel, new_owner, not_installed,
                         parse_notice, stalled, statements, wait_bound)
 
@@ -68,52 +68,39 @@ def _listen(conn, channel):
     conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
 
 
-class _Hub:
-    """The leases waiting or held through one source, by (lock id, owner),
-    and the channel their notices come on."""
+class _Hub(LeaseTable):
+    """The leases waiting or held through one source (LeaseTable, under a
+    lock: any thread), and the channel their notices come on."""
 
     def __init__(self):
+        super().__init__()
         self.channel = new_channel()
-        self._leases = {}
         self._mu = threading.Lock()
 
     def register(self, lease):
-        """Registers a lease about to wait; returns instead the lease that
-        already holds lock_id for the same owner in this process, which the
-        new one then joins (counted re-entrancy)."""
         with self._mu:
-            key = (lease.lock_id, lease.owner)
-            other = self._leases.get(key)
-            if other is not None and other._join():
-                return other
-            if other is not None:
-                raise RuntimeError("lock %r is already being waited for by owner %r "
-                                   "in this process" % key)
-            self._leases[key] = lease
-            return None
+            return super().register(lease)
 
     def unregister(self, lease):
         with self._mu:
-            if self._leases.get((lease.lock_id, lease.owner)) is lease:
-                del self._leases[(lease.lock_id, lease.owner)]
+            super().unregister(lease)
+
+    def alone(self, lease):
+        with self._mu:
+            return super().alone(lease)
 
     def dispatch(self, payload):
         notice = parse_notice(payload)
         if notice is None:
             return
         with self._mu:
-            lease = self._leases.get((notice.lock_id, notice.owner))
+            lease = self.lease_for(notice)
         if lease is not None:
             lease._notice(notice)
 
-    def alone(self, lease):
-        """Is lease the only one waiting or holding through this source?"""
-        with self._mu:
-            return len(self._leases) == 1 and self._leases.get((lease.lock_id, lease.owner)) is lease
-
     def wake_all(self):
         with self._mu:
-            leases = list(self._leases.values())
+            leases = self.leases()
         for lease in leases:
             lease._wake.set()
 

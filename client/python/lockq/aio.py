@@ -32,8 +32,8 @@ import psycopg
 from psycopg import errors, sql
 
 from ._protocol import (AWAIT_SLICE, DEFAULT_HEARTBEAT, DEFAULT_IO_TIMEOUT, DEFAULT_TTL,
-                        RETRY_DELAY, SCHEMA_QUERY, WITHDRAW_TIMEOUT, after_release, break_socket,
-                        LockLost, LockTimeout, check_duration, check_name, new_channel,
+                        RETRY_DELAY, SCHEMA_QUERY, WITHDRAW_TIMEOUT, LeaseTable, after_release,
+                        break_socket, LockLost, LockTimeout, check_duration, check_name, new_channel,
                         new_owner, not_installed, parse_notice, stalled, statements,
                         wait_bound)
 
@@ -115,43 +115,22 @@ async def _bounded(conn, stmt, params, bound):
     return task.result()
 
 
-class _Hub:
-    """The leases waiting or held through one source, by (lock id, owner)."""
+class _Hub(LeaseTable):
+    """The leases waiting or held through one source (LeaseTable), and the
+    channel their notices come on."""
 
     def __init__(self):
+        super().__init__()
         self.channel = new_channel()
-        self._leases = {}
-
-    def register(self, lease):
-        """Registers a lease about to wait; returns instead the lease that
-        already holds lock_id for the same owner, which the new one then
-        joins (counted re-entrancy)."""
-        key = (lease.lock_id, lease.owner)
-        other = self._leases.get(key)
-        if other is not None and other._join():
-            return other
-        if other is not None:
-            raise RuntimeError("lock %r is already being waited for by owner %r "
-                               "in this process" % key)
-        self._leases[key] = lease
-        return None
-
-    def unregister(self, lease):
-        if self._leases.get((lease.lock_id, lease.owner)) is lease:
-            del self._leases[(lease.lock_id, lease.owner)]
 
     def dispatch(self, channel, payload):
         notice = parse_notice(payload) if channel == self.channel else None
-        lease = notice and self._leases.get((notice.lock_id, notice.owner))
+        lease = notice and self.lease_for(notice)
         if lease is not None:
             lease._notice(notice)
 
-    def alone(self, lease):
-        """Is lease the only one waiting or holding through this source?"""
-        return len(self._leases) == 1 and (lease.lock_id, lease.owner) in self._leases
-
     def wake_all(self):
-        for lease in self._leases.values():
+        for lease in self.leases():
             lease._wake.set()
 
 
