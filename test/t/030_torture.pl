@@ -397,7 +397,10 @@ my $stop_at = $start + ($seconds - 6) * 1e9;
 while (mono_ns() < $stop_at)
 {
 	my $kind = pick_fault();
-	# at least one crash, whatever the seed
+	# at least one maintenance command and one crash, whatever the seed (a
+	# run had 10 faults and none was maintenance: 16% of seeds do that)
+	$kind = 'maint'
+	  if !$done{maint} && mono_ns() > $start + $seconds * 0.25e9;
 	$kind = 'crash'
 	  if !$crashes && mono_ns() > $start + $seconds * 0.5e9;
 	my $base = counter();
