@@ -1,4 +1,4 @@
-# test/cli-agent.pl LOCKQ PORT APPLICATION_NAME DIR
+# test/cli-agent.pl LOCKQ CONNINFO DIR
 #
 # The fault matrix's agent (test/t/044_client_matrix.pl) for the lockq CLI,
 # with the commands of client/python/tools/agent.py.  "acquire" starts
@@ -7,7 +7,11 @@
 # lease.  "acquired TOKEN PID" names lockq's pid (the client process);
 # when lockq exits after acquiring, "stopped LAST_WORK_NS" (or, after
 # "release", "released 1|0 ELAPSED_MS"); when it exits without acquiring,
-# "failed timeout|exitN ELAPSED_MS".
+# "failed timeout|exitN ELAPSED_MS".  "cancel LOCK TTL_MS DELAY_MS" runs
+# lockq run LOCK -- true and sends lockq SIGINT (^C) DELAY_MS later:
+# "cancel_done cancelled|acquired|exitN ELAPSED_MS" (130: cancelled; 0: the
+# grant came first, true ran, and the lock was released).  "ping" takes a
+# lock of its own with --no-wait: "pong ok" or "pong exitN".
 #
 # Copyright (c) 2026, lockq developers
 # This file is part of lockq, released under the PostgreSQL License
@@ -19,8 +23,7 @@ use IO::Select;
 use Time::HiRes qw(time);
 
 $| = 1;
-my ($lockq, $port, $app, $dir) = @ARGV;
-my $dsn = "host=127.0.0.1 port=$port dbname=postgres application_name=$app";
+my ($lockq, $dsn, $dir) = @ARGV;
 my ($pid, $out, $file, $t0, $acquired, $releasing);
 my $sel = IO::Select->new(\*STDIN);
 my ($inbuf, $outbuf) = ('', '');
@@ -95,6 +98,30 @@ while (1)
 					$releasing = 1;
 					open(my $f, '>', "$file.stop") or die;
 					close $f;
+				}
+				elsif ($cmd[0] eq 'cancel')
+				{
+					my ($lock, $ttl, $delay) = @cmd[1 .. 3];
+					$t0 = time();
+					my $p = fork();
+					die "fork: $!" unless defined $p;
+					if ($p == 0)
+					{
+						exec($lockq, 'run', '-d', $dsn, '--ttl', ($ttl / 1000) . 's', $lock, '--', 'true')
+						  or exit 127;
+					}
+					Time::HiRes::sleep($delay / 1000);
+					kill 'INT', $p;
+					waitpid($p, 0);
+					my $rc = ($? & 127) ? 'signal' . ($? & 127) : $? >> 8;
+					printf "cancel_done %s %d\n",
+					  ($rc eq '130' ? 'cancelled' : $rc eq '0' ? 'acquired' : "exit$rc"),
+					  (time() - $t0) * 1000;
+				}
+				elsif ($cmd[0] eq 'ping')
+				{
+					system($lockq, 'run', '-d', $dsn, '--no-wait', "agent-ping-$$", '--', 'true');
+					print 'pong ', ($? == 0 ? 'ok' : 'exit' . ($? >> 8)), "\n";
 				}
 				elsif ($cmd[0] eq 'quit')
 				{

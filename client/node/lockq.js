@@ -31,7 +31,10 @@
  * Sources: a pg.Pool (each statement is a pool.query; one listener
  * connection, opened with the pool's options outside its size, LISTENs
  * while any lease of the pool waits or holds) or a pg.Client (every
- * statement runs on it, and it LISTENs on a channel of its own).
+ * statement runs on it, and it LISTENs on a channel of its own).  A wait
+ * alone on a Client, and every wait of a Pool whose listener gets no
+ * notices (a transaction pooler: Hub.newProbe), waits in its backend with
+ * lockq_await, 0.5 s at a time, which answers the grant at once.
  */
 
 const crypto = require('node:crypto');
@@ -48,6 +51,7 @@ const RETRY_DELAY = 200; // between attempts while a wait's server is unreachabl
 const AWAIT_SLICE = 500; // the longest one lockq_await call waits
 const MAX_NAME = 255;
 const RECONNECT_DELAY = 500;
+const PROBE_TIMEOUT = 5000; // the longest a pool listener's probe may take
 
 // the schema of lockq's functions: lockq (1.1) or the extension's (1.0)
 const SCHEMA_QUERY =
@@ -93,6 +97,7 @@ function statements(schema) {
   const ident = '"' + schema.replace(/"/g, '""') + '"';
   const out = {};
   for (const [name, call] of Object.entries(TEMPLATES)) out[name] = `SELECT ${ident}.${call} AS v`;
+  out.probe = 'SELECT pg_catalog.pg_notify($1::pg_catalog.text, $2::pg_catalog.text) AS v';
   return out;
 }
 
@@ -138,11 +143,29 @@ class Hub {
   constructor() {
     this.channel = newChannel();
     this.leases = new Map();
+    this.probe = null;
+    this.notified = false;
+  }
+  /**
+   * A pool's listener asks whether notices reach it: a transaction pooler
+   * (pgbouncer) passes none on, as the LISTEN is on whichever server
+   * connection it ran.  The probe is a notice sent through the pool after
+   * each LISTEN; until it has come back, the pool's waits wait in their
+   * backends (lockq_await) rather than for a notice.
+   */
+  newProbe() {
+    this.notified = false;
+    this.probe = 'probe ' + crypto.randomBytes(8).toString('hex');
+    return this.probe;
   }
   key(lockId, owner) { return JSON.stringify([lockId, owner]); }
   register(lease) { this.leases.set(this.key(lease.lockId, lease.owner), lease); }
   unregister(lease) { this.leases.delete(this.key(lease.lockId, lease.owner)); }
   dispatch(msg) {
+    if (msg.channel === this.channel && this.probe !== null && msg.payload === this.probe) {
+      this.notified = true;
+      return;
+    }
     const notice = msg.channel === this.channel ? parseNotice(msg.payload || '') : null;
     const lease = notice && this.leases.get(this.key(notice.lockId, notice.owner));
     if (lease) lease._notice(notice);
@@ -166,6 +189,8 @@ class ClientSource {
     return src;
   }
   run(name, params, ms) { return bounded(this.client, this.stmts[name], params, ms); }
+  /** A wait alone on the client waits in its backend; among others it would hold up their statements. */
+  awaiting(lease) { return this.awaits && this.hub.alone(lease); }
   async open() {}
   close() {}
 }
@@ -242,13 +267,18 @@ class PoolSource {
     src.pool = pool;
     src.pooled = true; // a failed statement may succeed on another client
     src.hub = new Hub();
-    [src.stmts] = await lookup(pool);
-    src.awaits = false; // lockq_await would keep a pooled client
+    [src.stmts, src.awaits] = await lookup(pool);
     src.users = 0;
     src.listener = null;
     return src;
   }
   run(name, params, ms) { return pooledRun(this.pool, this.stmts[name], params, ms); }
+  /**
+   * A wait waits for notices on the listener, unless its probe has not come
+   * back (behind a transaction pooler, never): then it borrows a pooled
+   * client for one lockq_await slice at a time.
+   */
+  awaiting() { return this.awaits && !this.hub.notified; }
 
   /** A lease starts: the listener must be up before it queues. */
   async open() {
@@ -281,6 +311,8 @@ class PoolSource {
       client.end().catch(() => {});
       throw e;
     }
+    // a failed probe leaves the waits in lockq_await
+    this.run('probe', [this.hub.channel, this.hub.newProbe()], PROBE_TIMEOUT).catch(() => {});
     return client;
   }
 
@@ -450,8 +482,8 @@ class Lease {
    * One lockq_await of at most AWAIT_SLICE (and the rest of the timeout):
    * the backend wakes at the grant and answers with the token, with no
    * NOTIFY, which a transaction pooler would not pass on; null when the
-   * slice ends (it counts as a heartbeat).  Used by a wait alone on a
-   * client of the caller's (a pooled one would be kept).
+   * slice ends (it counts as a heartbeat).  Used when the source says so
+   * (its awaiting()).
    */
   async _await(giveUp, ms) {
     this._woken = false;
@@ -492,7 +524,7 @@ class Lease {
         cancel?.throwIfAborted();
         if (now() >= giveUp) throw new LockTimeoutError(`lock "${this.lockId}" was not granted within ${this._timeout} ms`);
         const due = sent + this._heartbeat / 3;
-        const awaiting = queued && this._src.awaits && this._src.hub.alone(this);
+        const awaiting = queued && this._src.awaiting(this);
         if (!queued || awaiting || this._woken || now() >= due) {
           sent = now();
           const ms = Math.max(100, Math.round(Math.min(this._ioTimeout, this._heartbeat / 3, giveUp - sent + WITHDRAW_TIMEOUT)));

@@ -9,7 +9,10 @@
 #         and both of its connection's sockets are closed (a reset in the
 #         middle of the reply), then forward again
 #   HUP   forward again
-# start_proxy(port) returns (pid, listen port); stop_proxy(pid) ends it.
+# start_proxy(port[, route_file]) returns (pid, listen port); with a
+# route file, each new connection goes to the port that file holds, if it
+# exists (a load balancer that follows the primary, as HAProxy does with
+# Patroni's health checks).  stop_proxy(pid) ends it.
 #
 # Copyright (c) 2026, lockq developers
 # This file is part of lockq, released under the PostgreSQL License
@@ -29,7 +32,7 @@ our @EXPORT = qw(start_proxy stop_proxy);
 
 sub start_proxy
 {
-	my ($target_port) = @_;
+	my ($target_port, $route_file) = @_;
 	my $listen = IO::Socket::INET->new(
 		LocalAddr => '127.0.0.1',
 		LocalPort => 0,
@@ -65,9 +68,16 @@ sub start_proxy
 					$peer{$c} = undef;	# never connected on
 					next;
 				}
+				my $to = $target_port;
+				if ($route_file && open(my $r, '<', $route_file))
+				{
+					my $line = <$r>;
+					close $r;
+					$to = $1 if defined $line && $line =~ /^(\d+)/;
+				}
 				my $u = IO::Socket::INET->new(
 					PeerAddr => '127.0.0.1',
-					PeerPort => $target_port);
+					PeerPort => $to);
 				if (!$u)
 				{
 					$sel->remove($c);

@@ -26,7 +26,7 @@ use Exporter 'import';
 our @EXPORT = qw(lockq_node start_waiter waiter_result wait_for_waiters
   wait_for_holder worker_pid scalar_query crash_restart end_session
   require_tool fault_functions fault_fired wait_for_worker queue_of
-  backend_pid create_churn node_client);
+  backend_pid create_churn node_client start_pgbouncer);
 
 # require_tool(ok, what) skips the whole test file when a tool it needs is
 # missing (ok false), with what as the reason; but under make test
@@ -284,6 +284,64 @@ sub node_client
 		'>', \$out, '2>', \$err, init => $env,
 		IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default));
 	return (($? >> 8) == 0 ? $dir : undef, $env, $out . $err);
+}
+
+# start_pgbouncer(node, %opts) starts a real pgbouncer in transaction
+# pooling mode in front of node's database postgres, on the node's socket
+# directory and on 127.0.0.1, with trust authentication.  opts: pool_size
+# (default_pool_size; pgbouncer's default 20 if not given), databases (more
+# lines for [databases]).  Returns a Cluster object that is never
+# initialised and stands for pgbouncer's address (its psql, background_psql
+# and poll_query_until connect through pgbouncer).  pgbouncer is stopped
+# when the test ends, also when it dies.  In list context, also the
+# IPC::Run handle of the pgbouncer process.
+my @bouncers;
+
+sub start_pgbouncer
+{
+	my ($node, %opts) = @_;
+	my $bin = '/usr/sbin/pgbouncer';
+	my $port = PostgreSQL::Test::Cluster::get_free_port();
+	my $bouncer = PostgreSQL::Test::Cluster->new('pgbouncer' . scalar(@bouncers), port => $port);
+	my $dir = $bouncer->basedir;
+	my $user = getpwuid($<);
+	my ($host, $nport) = ($node->host, $node->port);
+	my $size = defined $opts{pool_size} ? "default_pool_size = $opts{pool_size}\n" : '';
+	PostgreSQL::Test::Utils::append_to_file("$dir/users.txt", qq{"$user" ""\n});
+	PostgreSQL::Test::Utils::append_to_file(
+		"$dir/pgbouncer.ini", qq{
+[databases]
+postgres = host=$host port=$nport dbname=postgres
+@{[ $opts{databases} // '' ]}
+[pgbouncer]
+listen_addr = 127.0.0.1
+listen_port = $port
+unix_socket_dir = $host
+auth_type = trust
+auth_file = $dir/users.txt
+admin_users = $user
+pool_mode = transaction
+${size}max_client_conn = 100
+logfile = @{[ $bouncer->logfile ]}
+pidfile = $dir/pgbouncer.pid
+});
+	my ($out, $err) = ('', '');
+	my $run = IPC::Run::start([ $bin, '-q', "$dir/pgbouncer.ini" ], '>', \$out, '2>', \$err);
+	push @bouncers, $run;
+	$bouncer->poll_query_until('postgres', 'SELECT true')
+	  or BAIL_OUT("pgbouncer did not start: $err");
+	return wantarray ? ($bouncer, $run) : $bouncer;
+}
+
+END
+{
+	local $?;
+	for my $run (@bouncers)
+	{
+		next unless $run->pumpable;
+		kill 'TERM', $run->{KIDS}[0]{PID};
+		$run->finish;
+	}
 }
 
 1;

@@ -62,50 +62,11 @@ CREATE TABLE fenced (lock_id text, owner text, token bigint, pid int);
 # A Cluster object that is never initialised stands for pgbouncer's address
 # (same socket directory as the node, pgbouncer's port): its psql,
 # background_psql and poll_query_until connect through pgbouncer.
-my $port = PostgreSQL::Test::Cluster::get_free_port();
-my $bouncer = PostgreSQL::Test::Cluster->new('pgbouncer', port => $port);
-my $dir = $bouncer->basedir;
-my $user = getpwuid($<);
-my ($host, $nport) = ($node->host, $node->port);
-append_to_file("$dir/users.txt", qq{"$user" ""\n});
-append_to_file(
-	"$dir/pgbouncer.ini", qq{
-[databases]
-postgres = host=$host port=$nport dbname=postgres
-; the same database behind a session pool
-session = host=$host port=$nport dbname=postgres pool_mode=session
-
-[pgbouncer]
-listen_addr =
-listen_port = $port
-unix_socket_dir = $host
-auth_type = trust
-auth_file = $dir/users.txt
-admin_users = $user
-pool_mode = transaction
-default_pool_size = 2
-max_client_conn = 100
-logfile = @{[ $bouncer->logfile ]}
-pidfile = $dir/pgbouncer.pid
-});
-my ($bouncer_out, $bouncer_err) = ('', '');
-my $bouncer_run = IPC::Run::start([ $pgbouncer_bin, '-q', "$dir/pgbouncer.ini" ],
-	'>', \$bouncer_out, '2>', \$bouncer_err);
-
-# If the test dies, do not leave pgbouncer behind.
-END
-{
-	local $?;
-	if ($bouncer_run && $bouncer_run->pumpable)
-	{
-		kill 'TERM', $bouncer_run->{KIDS}[0]{PID};
-		$bouncer_run->finish;
-	}
-}
-
-ok($bouncer->poll_query_until('postgres', 'SELECT true'),
-	'pgbouncer accepts connections')
-  or BAIL_OUT("pgbouncer did not start: $bouncer_err");
+my ($bouncer, $bouncer_run) = start_pgbouncer($node, pool_size => 2, databases =>
+	  "; the same database behind a session pool\n"
+	  . 'session = host=' . $node->host . ' port=' . $node->port . " dbname=postgres pool_mode=session\n");
+pass('pgbouncer accepts connections');
+my ($host, $nport, $port, $dir) = ($node->host, $node->port, $bouncer->port, $bouncer->basedir);
 
 # admin(command) runs a command on pgbouncer's admin console and returns
 # its rows as hashes.
@@ -719,8 +680,8 @@ SKIP:
 SKIP:
 {
 	my $python = '/usr/bin/python3';
-	skip 'python3 with psycopg is not installed', 4
-	  unless -x $python && system("$python -c 'import psycopg' >/dev/null 2>&1") == 0;
+	skip 'python3 with psycopg and psycopg_pool is not installed', 6
+	  unless -x $python && system("$python -c 'import psycopg, psycopg_pool' >/dev/null 2>&1") == 0;
 	my $pydir = "$ENV{TESTDIR}/client/python";
 	my ($out, $err) = ('', '');
 	IPC::Run::run([ $python, '-P', "$pydir/tools/handoff.py", $node->connstr('postgres'),
@@ -733,9 +694,9 @@ SKIP:
 	for my $line (split /\n/, $out)
 	{
 		note "python hand-off (ms; p50 p99 max): $line";
-		$p99{"$1 $2"} = $3 if $line =~ /^(\w+) (\w+) [\d.]+ ([\d.]+) [\d.]+$/;
+		$p99{"$1 $2"} = $3 if $line =~ /^(\w+) ([\w-]+) [\d.]+ ([\d.]+) [\d.]+$/;
 	}
-	for my $mode (qw(sync asyncio))
+	for my $mode (qw(sync asyncio sync-pool asyncio-pool))
 	{
 		ok(defined $p99{"pgbouncer $mode"} && defined $p99{"direct $mode"}
 			  && $p99{"pgbouncer $mode"} < $p99{"direct $mode"} + 50,
@@ -749,11 +710,11 @@ SKIP:
 SKIP:
 {
 	my $node_version = `node --version 2>/dev/null` // '';
-	skip 'Node.js 18 or later and npm are not installed', 2
+	skip 'Node.js 18 or later and npm are not installed', 3
 	  unless $node_version =~ /^v(\d+)/ && $1 >= 18 && system('npm --version >/dev/null 2>&1') == 0;
 	my ($ndir, $npm_env, $npm_log) = node_client();
 	ok($ndir, 'node hand-offs: npm ci installs pg') or diag($npm_log);
-	skip 'npm ci failed', 1 unless $ndir;
+	skip 'npm ci failed', 2 unless $ndir;
 	(my $sock = $host) =~ s{/}{%2F}g;
 	my ($out, $err) = ('', '');
 	IPC::Run::run([ 'node', 'tools/handoff.js', sprintf('postgresql://%s:%d/postgres', $sock, $nport),
@@ -764,10 +725,14 @@ SKIP:
 	for my $line (split /\n/, $out)
 	{
 		note "node hand-off (ms; p50 p99 max): $line";
-		$p99{$1} = $2 if $line =~ /^(\w+) node [\d.]+ ([\d.]+) [\d.]+$/;
+		$p99{"$1 $2"} = $3 if $line =~ /^(\w+) (node[\w-]*) [\d.]+ ([\d.]+) [\d.]+$/;
 	}
-	ok(defined $p99{pgbouncer} && defined $p99{direct} && $p99{pgbouncer} < $p99{direct} + 50,
-		'node: hand-off p99 through pgbouncer within 50 ms of direct') or diag($err);
+	for my $mode (qw(node node-pool))
+	{
+		ok(defined $p99{"pgbouncer $mode"} && defined $p99{"direct $mode"}
+			  && $p99{"pgbouncer $mode"} < $p99{"direct $mode"} + 50,
+			"$mode: hand-off p99 through pgbouncer within 50 ms of direct") or diag($err);
+	}
 }
 
 # --- shutdown ------------------------------------------------------------------

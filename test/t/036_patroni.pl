@@ -38,6 +38,10 @@
 #     served after it, once the holder releases (switchover, split brain)
 #     or once its lease has run out (the kill -9);
 #   - the clients made progress after every fault;
+#   - the Python client (threads and asyncio, a pool on the multi-host
+#     conninfo) holds through the switchover and its release goes out to
+#     the new primary at once, and its wait queued before it is granted
+#     there when the holder releases (see also 045_client_failover);
 #   - no fenced write of a grant that the old primary answered after the
 #     standby's promotion survives.  (Patroni, started again there,
 #     reloads it without synchronous_standby_names before it stops it:
@@ -65,6 +69,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time);
 use LockqTest;
+use LockqAgents;
 
 for my $tool ('patroni', 'patronictl', 'etcd')
 {
@@ -442,6 +447,22 @@ my %report;
 {
 	my $k = 1;
 	my ($tok) = queue_waiter($k, 'node1', 'node2', '30 s');
+	# The Python client, as an application runs it (a pool on the
+	# multi-host conninfo): A holds a 20 s lease, W waits behind H.
+	my %py;
+	my %agents = agent_clients();
+	for my $mode (qw(sync asyncio))
+	{
+		next unless $agents{"python-$mode"};
+		my $tag = "py_$mode";
+		$py{$mode}{$_} = start_agent("python-$mode", "$multi application_name=${_}_$tag", undef, 1)
+		  for qw(A W);
+		tell_agent($py{$mode}{A}, "acquire P-hold-$tag 20000 -1 10000");
+		ok(agent_says($py{$mode}{A}, qr/^acquired (\d+)/m, 60), "python $mode: A holds (ttl 20 s)");
+		$node{node1}->safe_psql('postgres', "SELECT lockq_try('P-wait-$tag', 'H', '1 hour')");
+		tell_agent($py{$mode}{W}, "acquire P-wait-$tag 20000 -1 10000");
+		ok(wait_for_waiters($node{node1}, "P-wait-$tag", 1), "python $mode: W waits behind H");
+	}
 	my $t0 = time();
 	my ($out, $err) = ('', '');
 	IPC::Run::run([ '/usr/bin/patronictl', '-c', "$dir/node1.yml", 'switchover',
@@ -458,6 +479,38 @@ my %report;
 		'and its holder releases it there');
 	my $served = waiter_served($k, $node{node2});
 	like($served, qr/^\d+$/, 'the waiter queued across the switchover is served');
+	# The Python client (issue 22, item 13): its release goes out to the
+	# new primary, so B, queued there, is granted at once (not at the end
+	# of A's lease); its wait carried over and is granted at H's release
+	# (not held up for its heartbeat interval).
+	for my $mode (sort keys %py)
+	{
+		my ($a, $w) = @{ $py{$mode} }{qw(A W)};
+		my $tag = "py_$mode";
+		my $b = start_waiter($node{node2}, "B_$tag",
+			"SELECT 'b=' || lockq_get('P-hold-$tag', 'B', '1 minute', timeout => '60 s');");
+		ok(wait_for_waiters($node{node2}, "P-hold-$tag", 1), "python $mode: B waits on node2");
+		tell_agent($a, 'release');
+		my $rel = agent_says($a, qr/^released (\d)/m, 30);
+		my $t_rel = time();
+		is($rel && $rel->[0], 1, "python $mode: A's release after the switchover is confirmed");
+		like(waiter_result($b, qr/b=(\d+)/), qr/^\d+$/, "python $mode: B is granted");
+		my $b_wait = time() - $t_rel;
+		ok($b_wait < 2, sprintf('python %s: within 2 s of the release (%.0f ms)', $mode, $b_wait * 1000));
+		end_session($b);
+		my $t_h = time();
+		$node{node2}->safe_psql('postgres', "SELECT lockq_release('P-wait-$tag', 'H')");
+		ok(agent_says($w, qr/^acquired (\d+)/m, 30), "python $mode: W's wait is granted on node2");
+		my $w_wait = time() - $t_h;
+		ok($w_wait < 3, sprintf("python %s: within 3 s of H's release (%.0f ms)", $mode, $w_wait * 1000));
+		tell_agent($w, 'release');
+		ok(agent_says($w, qr/^released 1/m, 30), "python $mode: W releases");
+		end_agent($_) for ($a, $w);
+		$node{node2}->safe_psql('postgres', "SELECT lockq_release('P-hold-$tag', 'B')");
+		ok($node{node2}->poll_query_until('postgres',
+				"SELECT count(*) = 0 FROM lockq_locks WHERE lock_id LIKE 'P-%-$tag'"),
+			"python $mode: nothing left held");
+	}
 	ok(poll(sub { healthy('node2', 'node1') }), 'node1 is the synchronous standby of node2');
 	push @faults, { name => 'switchover', old => 'node1', new => 'node2', at => $t0,
 		rejoined => time(), waiter => $served };

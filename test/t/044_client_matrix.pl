@@ -1,25 +1,39 @@
-# One fault matrix for the clients (issue 22): Python (threads), Python
-# (asyncio), Node.js and the lockq CLI (on liblockq), each driven by a
-# small agent (client/python/tools/agent.py, client/node/tools/agent.js,
-# test/cli-agent.pl) that holds a lock and does "protected work" as an
-# application would: it reads the wall clock, then checks the lease, and
-# counts the time as work only if the lease was held (under lockq run, the
-# command is the work, and lockq stops it).  Every client meets every
-# fault:
+# One fault matrix for the clients (issue 22): the C library, Python
+# (threads), Python (asyncio), Node.js and the lockq CLI, each driven by a
+# small agent (client/test/lockqc_agent.c, client/python/tools/agent.py,
+# client/node/tools/agent.js, test/cli-agent.pl) that holds a lock and does
+# "protected work" as an application would: it reads the wall clock, then
+# checks the lease, and counts the time as work only if the lease was held
+# (under lockq run, the command is the work, and lockq stops it).  Every
+# client meets every fault it can meet:
 #
 #   blackhole     the network to the server drops everything, no reset
+#                 (LockqProxy)
 #   stop_backend  the server backend of its connection is SIGSTOPped
 #   stop_client   the client process itself is SIGSTOPped, then continued
 #                 after the next holder was granted
+#   pooled_stop   stop_client with the client behind pgbouncer in
+#                 transaction mode (no NOTIFY reaches it)
+#   blocked       the process's event loop (asyncio, Node) or, for Python
+#                 threads, every thread (the GIL held) blocked for 5 s
+#                 under a 3 s lease; the C library and the CLI renew from
+#                 threads and processes of their own, and stop_client is
+#                 their case
+#   kill9         kill -9 of the client process (for the CLI: lockq, whose
+#                 command must die with it)
 #   wait_timeout  it waits with a 2 s timeout while the network drops
 #                 everything
+#   cancel        a wait cancelled at a sweep of moments: while the lock is
+#                 free (the enqueue in flight), busy (the wait and its
+#                 heartbeats) and being handed over (racing the grant)
 #
 # and each row checks the same properties: (a) no protected work after the
 # next holder (B, from SQL) was granted, with the margin; (b) a call ends
-# within its documented bound (a 2 s timeout: within 1 s more; the CLI,
-# which also closes its connection, 3 s); (c) nothing is left held or
-# queued on the server afterwards.  040_client_faults and 041_cli_faults
-# have more faults for the C library and the CLI.
+# within its documented bound (a 2 s timeout or a cancel: within 1 s more;
+# the CLI, which also closes its connection, 3 s); (c) nothing is left held
+# or queued on the server afterwards, and no connection of a client that
+# is gone.  040_client_faults and 041_cli_faults have more faults for the C
+# library and the CLI; 045_client_failover has switchover and failover.
 #
 # Copyright (c) 2026, lockq developers
 # This file is part of lockq, released under the PostgreSQL License
@@ -34,109 +48,46 @@ use Test::More;
 use Time::HiRes qw(time);
 use LockqTest;
 use LockqProxy;
+use LockqAgents;
 
 my $node = lockq_node('matrix', conf => "listen_addresses = '127.0.0.1'\n");
 my $port = $node->port;
+require_tool(-x '/usr/sbin/pgbouncer', 'pgbouncer not installed');
+my $bouncer = start_pgbouncer($node);
 
-# the clients that can run here
-my %clients;
-my $python = '/usr/bin/python3';
-if (-x $python && system("$python -c 'import psycopg' >/dev/null 2>&1") == 0)
-{
-	my $pydir = "$ENV{TESTDIR}/client/python";
-	for my $mode (qw(sync asyncio))
-	{
-		$clients{"python-$mode"} = {
-			cmd => sub { [ $python, '-P', "$pydir/tools/agent.py", $mode,
-				"host=127.0.0.1 port=$_[0] dbname=postgres application_name=$_[1]" ] },
-			init => sub { $ENV{PYTHONPATH} = $pydir },
-			timeout_error => 'LockTimeout',
-			slack => 1000 };
-	}
-}
-else
-{
-	die 'python3 with psycopg is not installed' if $ENV{LOCKQ_MAKE_TEST};
-}
-my $node_version = `node --version 2>/dev/null` // '';
-if ($node_version =~ /^v(\d+)/ && $1 >= 18 && system('npm --version >/dev/null 2>&1') == 0)
-{
-	my ($ndir, $npm_env, $npm_log) = node_client();
-	ok($ndir, 'npm ci installs pg') or diag($npm_log);
-	$clients{node} = {
-		cmd => sub { [ 'node', 'tools/agent.js', "postgresql://127.0.0.1:$_[0]/postgres?application_name=$_[1]" ] },
-		init => $npm_env,
-		timeout_error => 'LockTimeoutError',
-		slack => 1000 } if $ndir;
-}
-else
-{
-	die 'Node.js is not installed' if $ENV{LOCKQ_MAKE_TEST};
-}
+my %clients = agent_clients();
 
-my $lockq = "$ENV{TESTDIR}/client/lockq";
-if (-x $lockq)
-{
-	my $dir = PostgreSQL::Test::Utils::tempdir();
-	$clients{cli} = {
-		cmd => sub { [ $^X, "$ENV{TESTDIR}/test/cli-agent.pl", $lockq, $_[0], $_[1], $dir ] },
-		init => sub { },
-		timeout_error => 'timeout',
-		slack => 3000 };
-}
-else
-{
-	die "$lockq not built" if $ENV{LOCKQ_MAKE_TEST};
-}
-
-# start_agent(client, port, application_name): the agent, connected to
-# 127.0.0.1:port, with its pipes
-sub start_agent
+# agent(client, port, application_name): an agent connected to
+# 127.0.0.1:port
+sub agent
 {
 	my ($client, $to, $app) = @_;
-	my $c = $clients{$client};
-	my $a = { in => '', out => '', err => '' };
-	my $cmd = $c->{cmd}->($to, $app);
-	$a->{h} = IPC::Run::start($cmd, '<', \$a->{in}, '>', \$a->{out}, '2>', \$a->{err},
-		init => $c->{init}, IPC::Run::timeout(120));
-	return $a;
+	return start_agent($client, "host=127.0.0.1 port=$to dbname=postgres application_name=$app",
+		"postgresql://127.0.0.1:$to/postgres?application_name=$app");
 }
 
-sub tell_agent
-{
-	my ($a, $line) = @_;
-	$a->{in} .= "$line\n";
-	$a->{h}->pump_nb;
-}
-
-# expect(agent, regex, seconds): the captures of the first line matching
-sub expect
-{
-	my ($a, $re, $secs) = @_;
-	my $end = time() + $secs;
-	while (time() < $end)
-	{
-		$a->{h}->pump_nb;
-		return [ $1, $2, $3 ] if $a->{out} =~ $re;
-		select(undef, undef, undef, 0.01);
-	}
-	diag("agent said: $a->{out}$a->{err}");
-	return undef;
-}
-
-sub end_agent
-{
-	my ($a) = @_;
-	tell_agent($a, 'quit');
-	eval { $a->{h}->finish; 1 } or $a->{h}->kill_kill;
-}
-
-# b_takes(lock): B waits for the lock from SQL; returns when it was granted
-# (lockq's acquired, in ns since the epoch)
+# b_takes(lock, agent, row): B waits for the lock from SQL, queued right
+# after the fault; returns when it was granted (lockq's acquired, in ns
+# since the epoch).  A client that reconnects (the C library, the CLI, a
+# pool) may keep its lease through a new connection, and then renews it:
+# once the lease on the server was renewed after the fault, A is told to
+# release, and B comes after that.
 sub b_takes
 {
-	my ($lock) = @_;
-	scalar_query($node, "SELECT lockq_get('$lock', 'B', '1 minute', timeout => '60 s')");
+	my ($lock, $a, $row) = @_;
+	my $fault = scalar_query($node, 'SELECT clock_timestamp()');
+	my $b = start_waiter($node, 'B', "SELECT 'b=' || lockq_get('$lock', 'B', '1 minute', timeout => '60 s');");
+	$node->poll_query_until('postgres', qq{
+		SELECT owner = 'B' OR expires > '$fault'::timestamptz + ttl
+		  FROM lockq_locks WHERE lock_id = '$lock'})
+	  or die "$row: neither was B granted nor A's lease renewed";
+	if (scalar_query($node, "SELECT owner FROM lockq_locks WHERE lock_id = '$lock'") ne 'B')
+	{
+		note "$row: A kept its lease through a new connection; it releases";
+		tell_agent($a, 'release');
+	}
+	is(waiter_result($b, qr/b=(\d+)/) ? 'granted' : 'not granted', 'granted', "$row: B is granted");
+	end_session($b);
 	return scalar_query($node,
 		"SELECT (extract(epoch FROM acquired) * 1000000)::bigint * 1000 FROM lockq_locks WHERE lock_id = '$lock'");
 }
@@ -149,21 +100,48 @@ sub nothing_left
 		"$row: (c) nothing left held or queued");
 }
 
+# last_work(file): the last line the CLI's command wrote (wall-clock ns)
+sub last_work
+{
+	my ($file) = @_;
+	open(my $f, '<', $file) or return 0;
+	my @l = <$f>;
+	close $f;
+	chomp(my $last = $l[-1] // '0');
+	return $last;
+}
+
+# no_process(pattern): true once no process's command line matches
+sub no_process
+{
+	my ($pattern) = @_;
+	my $end = time() + $PostgreSQL::Test::Utils::timeout_default;
+	while (time() < $end)
+	{
+		system('pgrep', '-f', '--', $pattern) == 0 or return 1;
+		select(undef, undef, undef, 0.05);
+	}
+	return 0;
+}
+
 for my $client (sort keys %clients)
 {
-	for my $fault (qw(blackhole stop_backend stop_client))
+	my $c = $clients{$client};
+	for my $fault (qw(blackhole stop_backend stop_client pooled_stop blocked kill9))
 	{
+		next if $fault eq 'blocked' && !$c->{blocks};
 		my $row = "$client, $fault";
 		my $lock = "M-$client-$fault";
 		(my $app = "agent_$client" . "_$fault") =~ s/-/_/g;
 		my ($ppid, $pport) = $fault eq 'blackhole' ? start_proxy($port) : ();
-		my $a = start_agent($client, $ppid ? $pport : $port, $app);
+		my $to = $ppid ? $pport : $fault eq 'pooled_stop' ? $bouncer->port : $port;
+		my $a = agent($client, $to, $app);
 		tell_agent($a, "acquire $lock 3000 -1 3000");
-		my $acq = expect($a, qr/^acquired (\d+) (\d+)$/m, 30);
+		my $acq = agent_says($a, qr/^acquired (\d+) (\d+)$/m, 30);
 		ok($acq, "$row: A holds (ttl 3 s)");
 		my $apid = $acq ? $acq->[1] : 0;
-		my $backend = scalar_query($node,
-			"SELECT pid FROM pg_stat_activity WHERE application_name = '$app'");
+		my $backend = $fault eq 'stop_backend' ? scalar_query($node,
+			"SELECT pid FROM pg_stat_activity WHERE application_name = '$app'") : 0;
 		if ($fault eq 'blackhole')
 		{
 			kill 'USR1', $ppid;
@@ -172,17 +150,42 @@ for my $client (sort keys %clients)
 		{
 			kill 'STOP', $backend;
 		}
+		elsif ($fault eq 'blocked')
+		{
+			tell_agent($a, 'block 5000');
+		}
 		else
 		{
-			kill 'STOP', $apid;
+			kill $fault eq 'kill9' ? 'KILL' : 'STOP', $apid;
 		}
-		my $b_ns = b_takes($lock);
-		kill 'CONT', $apid if $fault eq 'stop_client';
-		my $stopped = expect($a, qr/^stopped (\d+)$/m, 30);
-		ok($stopped && $stopped->[0] < $b_ns,
-			"$row: (a) A's protected work stopped before B was granted");
-		note sprintf('%s: A last worked %.1f ms before B was granted', $row, ($b_ns - $stopped->[0]) / 1e6)
-		  if $stopped;
+		my $b_ns = b_takes($lock, $a, $row);
+		kill 'CONT', $apid if $fault =~ /stop_client|pooled_stop/;
+		if ($client eq 'cli')
+		{
+			# lockq stopped its command, or released after it, or is gone
+			# (kill -9); either way the command must be gone by now
+			agent_says($a, qr/^(?:stopped|released)/m, 30) unless $fault eq 'kill9';
+			my $file = "$c->{dir}/$lock.work";
+			ok(no_process("\Q$file\E"), "$row: the command is gone");
+			my $last = last_work($file);
+			ok($last > 0 && $last < $b_ns, "$row: (a) A's protected work stopped before B was granted");
+			note sprintf('%s: A last worked %.1f ms before B was granted', $row, ($b_ns - $last) / 1e6);
+		}
+		elsif ($fault eq 'kill9')
+		{
+			# the process and its work are gone; so must its connection be
+			ok($node->poll_query_until('postgres',
+					"SELECT count(*) = 0 FROM pg_stat_activity WHERE application_name = '$app'"),
+				"$row: (c) the killed client's connection is gone");
+		}
+		else
+		{
+			my $stopped = agent_says($a, qr/^stopped (\d+)$/m, 30);
+			ok($stopped && $stopped->[0] < $b_ns,
+				"$row: (a) A's protected work stopped before B was granted");
+			note sprintf('%s: A last worked %.1f ms before B was granted', $row, ($b_ns - $stopped->[0]) / 1e6)
+			  if $stopped;
+		}
 		kill 'CONT', $backend if $fault eq 'stop_backend';
 		end_agent($a);
 		stop_proxy($ppid) if $ppid;
@@ -197,17 +200,17 @@ for my $client (sort keys %clients)
 		(my $app = "agent_$client" . "_wait") =~ s/-/_/g;
 		scalar_query($node, "SELECT lockq_try('$lock', 'holder', '1 hour')");
 		my ($ppid, $pport) = start_proxy($port);
-		my $a = start_agent($client, $pport, $app);
+		my $a = agent($client, $pport, $app);
 		tell_agent($a, "acquire $lock-warm 3000 -1 3000");
-		expect($a, qr/^acquired (\d+) (\d+)$/m, 30);
+		agent_says($a, qr/^acquired (\d+) (\d+)$/m, 30);
 		tell_agent($a, 'release');
-		expect($a, qr/^released/m, 30);
+		agent_says($a, qr/^released/m, 30);
 		$a->{out} = '';
 		# queued, then the network drops everything
 		tell_agent($a, "acquire $lock 3000 2000 3000");
 		wait_for_waiters($node, $lock, 1);
 		kill 'USR1', $ppid;
-		my $failed = expect($a, qr/^failed (\w+) (\d+)$/m, 30);
+		my $failed = agent_says($a, qr/^failed (\w+) (\d+)$/m, 30);
 		my $slack = $clients{$client}{slack};
 		is($failed && $failed->[0], $clients{$client}{timeout_error}, "$row: the wait times out");
 		ok($failed && $failed->[1] < 2000 + $slack + 500,
@@ -217,6 +220,53 @@ for my $client (sort keys %clients)
 		stop_proxy($ppid);
 		scalar_query($node, "SELECT lockq_release('$lock', 'holder')");
 		nothing_left($row);
+	}
+
+	# cancellation at every moment of a wait: the lock free (the cancel
+	# races the enqueue and its grant), busy (the wait, its 300 ms
+	# heartbeats) and handed over (H's 200 ms lease ends by itself: the
+	# cancel races the grant the lock server sends)
+	{
+		my $row = "$client, cancel";
+		my $lock = "M-$client-cancel";
+		(my $app = "agent_$client" . "_cancel") =~ s/-/_/g;
+		my $a = agent($client, $port, $app);
+		my $slack = $c->{slack};
+		my (@wrong, @late, @left, @dead, %seen);
+		my @cases = ((map { [ 'free', $_ ] } 0, 1, 2, 5, 20),
+			(map { [ 'busy', $_ ] } 0, 1, 3, 10, 30, 100, 350, 700),
+			(map { [ 'handover', $_ ] } 150, 190, 200, 205, 210, 220, 240, 300));
+		for my $case (@cases)
+		{
+			my ($state, $delay) = @$case;
+			my $what = "$state at $delay ms";
+			scalar_query($node, "SELECT lockq_try('$lock', 'H', '1 hour')") if $state eq 'busy';
+			scalar_query($node, "SELECT lockq_try('$lock', 'H', '200 ms')") if $state eq 'handover';
+			$a->{out} = '';
+			tell_agent($a, "cancel $lock 3000 $delay 300");
+			my $r = agent_says($a, qr/^cancel_done (\S+) (\d+)$/m, 30);
+			my ($outcome, $ms) = $r ? @$r : ('none', 1e9);
+			$seen{"$state $outcome"}++;
+			# the CLI gets ^C before it has set its handlers (and connected)
+			# at the smallest delays: it dies of it, with nothing queued
+			my $ok = $outcome eq 'cancelled' || ($state ne 'busy' && $outcome eq 'acquired')
+			  || ($client eq 'cli' && $outcome eq 'exitsignal2');
+			push @wrong, "$what: $outcome" unless $ok;
+			push @late, "$what: $ms ms" if $ms > $delay + $slack + ($outcome eq 'acquired' ? 1000 : 0);
+			scalar_query($node, "SELECT lockq_release('$lock', 'H')") if $state eq 'busy';
+			push @left, $what unless $node->poll_query_until('postgres',
+				"SELECT holders = 0 AND waiters = 0 FROM lockq_stats");
+			$a->{out} = '';
+			tell_agent($a, 'ping');
+			my $p = agent_says($a, qr/^pong (\S+)$/m, 30);
+			push @dead, "$what: " . ($p ? $p->[0] : 'no answer') unless $p && $p->[0] eq 'ok';
+		}
+		is(join('; ', @wrong), '', "$row: a busy lock's wait is cancelled, a free or handed-over one is cancelled or taken");
+		is(join('; ', @late), '', "$row: (b) the cancel returns within ${slack} ms (and a grant that came first is released within 1 s more)");
+		is(join('; ', @left), '', "$row: (c) nothing left held or queued after any of " . scalar(@cases) . ' cancels');
+		is(join('; ', @dead), '', "$row: the connection works after every cancel");
+		note "$row: " . join(', ', map { "$_: $seen{$_}" } sort keys %seen);
+		end_agent($a);
 	}
 }
 

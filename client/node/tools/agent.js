@@ -5,7 +5,9 @@
 'use strict';
 // A lock client driven line by line, for the fault matrix of
 // test/t/044_client_matrix.pl (the same commands as
-// client/python/tools/agent.py).  argv: DSN.
+// client/python/tools/agent.py; "cancel" aborts an AbortSignal, "block"
+// blocks the event loop).  argv: DSN [pool]; with "pool", the agent's
+// locks go through a pg.Pool of DSN, not one pg.Client.
 const readline = require('node:readline');
 const pg = require('pg');
 const lockq = require('../lockq.js');
@@ -14,9 +16,11 @@ const say = (...w) => process.stdout.write(w.join(' ') + '\n');
 const wallNs = () => BigInt(Math.round((performance.timeOrigin + performance.now()) * 1e6));
 
 async function main() {
-  const client = new pg.Client({ connectionString: process.argv[2] });
+  const pooled = process.argv[3] === 'pool';
+  const client = pooled ? new pg.Pool({ connectionString: process.argv[2], max: 4 })
+    : new pg.Client({ connectionString: process.argv[2] });
   client.on('error', () => {});
-  await client.connect();
+  if (!pooled) await client.connect();
   let lease = null;
   const rl = readline.createInterface({ input: process.stdin });
   for await (const line of rl) {
@@ -47,6 +51,29 @@ async function main() {
         say('released', (await lease.release()) ? 1 : 0, ms());
       } catch (e) {
         say('failed', e.name, ms());
+      }
+    } else if (cmd[0] === 'cancel') {
+      const ac = new AbortController();
+      const timer = setTimeout(() => ac.abort(), Number(cmd[3]));
+      let outcome = 'acquired';
+      try {
+        await lockq.using(client, cmd[1], { ttl: Number(cmd[2]), heartbeat: Number(cmd[4]), signal: ac.signal },
+          async () => {});
+      } catch (e) {
+        outcome = ac.signal.aborted && e === ac.signal.reason ? 'cancelled' : e.name;
+      }
+      clearTimeout(timer);
+      say('cancel_done', outcome, ms());
+    } else if (cmd[0] === 'block') {
+      const end = performance.now() + Number(cmd[1]);
+      while (performance.now() < end);
+      say('blocked');
+    } else if (cmd[0] === 'ping') {
+      try {
+        await lockq.using(client, `agent-ping-${process.pid}`, { timeout: 0 }, async () => {});
+        say('pong', 'ok');
+      } catch (e) {
+        say('pong', e.name);
       }
     } else if (cmd[0] === 'quit') {
       break;

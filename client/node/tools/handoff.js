@@ -5,9 +5,10 @@
 'use strict';
 // Hand-off latency of lockq.acquire (test/t/013_pgbouncer.pl): for each
 // label=DSN given after the admin DSN, ROUNDS times, B waits for a lock A
-// holds, each on a pg.Client of its own through that DSN; the time from A's
-// call of release() to B's acquire() resolving is one sample.  The admin
-// DSN (direct) sees B queued first.  Prints "<label> node p50 p99 max" (ms).
+// holds, each on a pg.Client of its own through that DSN (mode node), or both
+// through one pg.Pool of that DSN (mode node-pool); the time from A's call
+// of release() to B's acquire() resolving is one sample.  The admin DSN
+// (direct) sees B queued first.  Prints "<label> <mode> p50 p99 max" (ms).
 const pg = require('pg');
 const lockq = require('../lockq.js');
 
@@ -20,9 +21,9 @@ async function connect(dsn) {
   return c;
 }
 
-async function rounds(admin, dsn, name) {
-  const a = await connect(dsn);
-  const b = await connect(dsn);
+async function rounds(admin, dsn, name, pooled) {
+  const a = pooled ? new pg.Pool({ connectionString: dsn, max: 4 }) : await connect(dsn);
+  const b = pooled ? a : await connect(dsn);
   const samples = [];
   for (let i = 0; i < ROUNDS; i++) {
     const held = await lockq.acquire(a, name);
@@ -41,7 +42,7 @@ async function rounds(admin, dsn, name) {
     await lease.release();
   }
   await a.end();
-  await b.end();
+  if (b !== a) await b.end();
   return samples;
 }
 
@@ -51,9 +52,12 @@ async function main() {
   for (const target of targets) {
     const at = target.indexOf('=');
     const label = target.slice(0, at);
-    const s = (await rounds(admin, target.slice(at + 1), `handoff-node-${label}`)).sort((x, y) => x - y);
-    const pick = (q) => s[Math.min(s.length - 1, Math.floor(q * s.length))];
-    console.log(`${label} node ${pick(0.5).toFixed(2)} ${pick(0.99).toFixed(2)} ${s[s.length - 1].toFixed(2)}`);
+    for (const mode of ['node', 'node-pool']) {
+      const samples = await rounds(admin, target.slice(at + 1), `handoff-${mode}-${label}`, mode === 'node-pool');
+      const s = samples.sort((x, y) => x - y);
+      const pick = (q) => s[Math.min(s.length - 1, Math.floor(q * s.length))];
+      console.log(`${label} ${mode} ${pick(0.5).toFixed(2)} ${pick(0.99).toFixed(2)} ${s[s.length - 1].toFixed(2)}`);
+    }
   }
   await admin.end();
 }

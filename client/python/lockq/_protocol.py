@@ -60,6 +60,7 @@ _TEMPLATES = {
     "release": "SELECT {schema}.lockq_release({}::pg_catalog.text, {}::pg_catalog.text, "
                "{}::pg_catalog.int8)",
     "holds": "SELECT {schema}.lockq_holds({}::pg_catalog.text, {}::pg_catalog.int8)",
+    "probe": "SELECT pg_catalog.pg_notify({}::pg_catalog.text, {}::pg_catalog.text)",
 }
 
 
@@ -87,6 +88,26 @@ class LeaseTable:
 
     def __init__(self):
         self._leases = {}
+        self.probe = None
+        self.notified = False
+
+    def new_probe(self):
+        """A pool's listener connection asks whether notices reach it: a
+        transaction pooler (pgbouncer) passes none on, as the LISTEN is on
+        whichever server connection it ran.  The probe is a notice the pool
+        sends on the hub's channel after each LISTEN; until it has come
+        back, waits through the pool wait in their backends (lockq_await)
+        rather than for a notice."""
+        self.notified = False
+        self.probe = "probe " + secrets.token_hex(8)
+        return self.probe
+
+    def saw_probe(self, payload):
+        """True (and notices do reach the listener) if payload is the probe."""
+        if self.probe is not None and payload == self.probe:
+            self.notified = True
+            return True
+        return False
 
     def register(self, lease):
         """Registers a lease about to wait; returns instead the lease that
@@ -115,6 +136,25 @@ class LeaseTable:
 
     def leases(self):
         return list(self._leases.values())
+
+
+class ConnAwaits:
+    """For a source that is one connection of the caller's: a wait alone
+    on it waits in its backend (lockq_await); among others it would hold
+    up their statements, so it waits for notices."""
+
+    def awaiting(self, lease):
+        return self.awaits and self.hub.alone(lease)
+
+
+class PoolAwaits:
+    """For a pool: its waits wait for notices on the pool's listener,
+    unless the listener has not seen its probe come back (behind a
+    transaction pooler, never: LeaseTable.new_probe); then each wait
+    borrows a connection for one lockq_await slice at a time."""
+
+    def awaiting(self, lease):
+        return self.awaits and not self.hub.notified
 
 
 def after_release(lease, released, exc_type):

@@ -29,8 +29,13 @@ Sources:
 * a psycopg_pool.ConnectionPool: each statement borrows a connection for
   that statement only, and one listener connection per pool, opened with
   the pool's conninfo outside its size, LISTENs for all of the pool's
-  leases.  No pooled connection is kept while waiting or holding, so
-  waiters cannot starve the holder of connections.
+  leases.  No pooled connection is kept while holding.  Behind a
+  transaction pooler no notice reaches that listener (it LISTENed on
+  whichever server connection pgbouncer gave it): the listener sends a
+  probe notice through the pool after each LISTEN, and until it has come
+  back, a wait borrows a connection for one lockq_await slice (0.5 s) at
+  a time, so that its backend answers the grant at once.  Such waits
+  share the pool with the holders' renewals: size it for both.
 """
 
 import select
@@ -41,7 +46,7 @@ from time import monotonic
 import psycopg
 from psycopg import errors, sql
 
-from ._protocol import (AWAIT_SLICE, DEFAULT_HEARTBEAT, DEFAULT_IO_TIMEOUT, DEFAULT_TTL,
+from ._protocol import (AWAIT_SLICE, ConnAwaits, PoolAwaits, DEFAULT_HEARTBEAT, DEFAULT_IO_TIMEOUT, DEFAULT_TTL,
                         RETRY_DELAY, SCHEMA_QUERY, WITHDRAW_TIMEOUT, LeaseTable, after_release,
                         break_socket, LockCancelled, LockLost, LockTimeout, check_duration,
                         check_name, new_channel, new_owner, not_installed,
@@ -54,6 +59,7 @@ except ImportError:             # the pool package is optional
 
 _CANCEL_POLL = 0.05             # how often a wait looks at its cancel Event
 _RECONNECT_DELAY = 0.5          # the pool listener's pause between attempts
+_PROBE_TIMEOUT = 5.0            # the longest a pool's probe may take
 
 
 def _schema(conn):
@@ -90,6 +96,8 @@ class _Hub(LeaseTable):
             return super().alone(lease)
 
     def dispatch(self, payload):
+        if self.saw_probe(payload):
+            return
         notice = parse_notice(payload)
         if notice is None:
             return
@@ -156,7 +164,7 @@ def _gone(what):
     return psycopg.OperationalError("the %s lockq was used with is gone" % what)
 
 
-class _ConnSource:
+class _ConnSource(ConnAwaits):
     """A connection of the caller's, used for every statement, and read for
     notices while idle by a thread of ours until it is closed or dropped.
     It is held by a weak reference: a connection the caller drops is closed
@@ -200,18 +208,18 @@ def _conn_listen_loop(ref, hub):
         pass                    # closed or broken: the caller's statements say so
 
 
-class _PoolSource:
+class _PoolSource(PoolAwaits):
     """A ConnectionPool: statements on borrowed connections, notices on a
     listener connection of our own (thread "lockq-listener")."""
 
     pooled = True               # a failed statement may succeed on another connection
-    awaits = False              # lockq_await would keep a pooled connection
 
     def __init__(self, pool):
         self._pool = weakref.ref(pool)
         self.hub = _Hub()
         with pool.connection() as conn:
-            self.stmts = statements(_schema(conn)[0])
+            schema, self.awaits = _schema(conn)
+            self.stmts = statements(schema)
         self._conn = self._connect(pool)
         threading.Thread(target=self._listen_loop, name="lockq-listener",
                          daemon=True).start()
@@ -228,10 +236,21 @@ class _PoolSource:
         with pool.connection(timeout=bound) as conn:
             return _bounded(conn, self.stmts[name], params, bound)
 
+    def _probe(self, pool):
+        """Sends the hub's probe through the pool (its answer: notices
+        reach the listener); a failure leaves the waits in lockq_await."""
+        try:
+            with pool.connection(timeout=_PROBE_TIMEOUT) as conn:
+                _bounded(conn, self.stmts["probe"], (self.hub.channel, self.hub.new_probe()),
+                         _PROBE_TIMEOUT)
+        except (psycopg.Error, OSError):    # PoolTimeout is an OperationalError
+            pass
+
     def _listen_loop(self):
         """Hands notices to the hub until the pool is closed or dropped;
         reconnects (and wakes every waiter, whose notices may have been
-        lost)."""
+        lost), and probes after each LISTEN."""
+        probe = True
         while True:
             pool = self._pool()
             if pool is None or pool.closed:
@@ -240,6 +259,10 @@ class _PoolSource:
                 if self._conn is None:
                     self._conn = self._connect(pool)
                     self.hub.wake_all()
+                    probe = True
+                if probe:
+                    probe = False
+                    self._probe(pool)
                 del pool
                 _read_notices(self._conn, self.hub, 1.0)
             except (psycopg.Error, OSError):
@@ -512,8 +535,8 @@ class Lease:
         """One lockq_await of at most AWAIT_SLICE (and the rest of the
         timeout): the backend wakes at the grant and answers with the token,
         with no NOTIFY, which a transaction pooler would not pass on; NULL
-        when the slice ends (it counts as a heartbeat).  Used by a wait alone
-        on a connection of the caller's (a pooled one would be kept)."""
+        when the slice ends (it counts as a heartbeat).  Used when the source
+        says so (ConnAwaits, PoolAwaits)."""
         self._wake.clear()
         span = AWAIT_SLICE if give_up is None else max(0.001, min(AWAIT_SLICE, give_up - monotonic()))
         try:
@@ -538,7 +561,7 @@ class Lease:
                 if give_up is not None and now >= give_up:
                     raise LockTimeout("lock %r was not granted within %g s"
                                       % (self.lock_id, self._timeout))
-                awaiting = queued and self._src.awaits and self._src.hub.alone(self)
+                awaiting = queued and self._src.awaiting(self)
                 if (not queued or awaiting or self._wake.is_set()
                         or now >= sent + self._heartbeat / 3):
                     sent = monotonic()

@@ -31,7 +31,7 @@ from time import monotonic
 import psycopg
 from psycopg import errors, sql
 
-from ._protocol import (AWAIT_SLICE, DEFAULT_HEARTBEAT, DEFAULT_IO_TIMEOUT, DEFAULT_TTL,
+from ._protocol import (AWAIT_SLICE, ConnAwaits, PoolAwaits, DEFAULT_HEARTBEAT, DEFAULT_IO_TIMEOUT, DEFAULT_TTL,
                         RETRY_DELAY, SCHEMA_QUERY, WITHDRAW_TIMEOUT, LeaseTable, after_release,
                         break_socket, LockLost, LockTimeout, check_duration, check_name, new_channel,
                         new_owner, not_installed, parse_notice, stalled, statements,
@@ -43,6 +43,7 @@ except ImportError:             # the pool package is optional
     AsyncConnectionPool = None
 
 _RECONNECT_DELAY = 0.5
+_PROBE_TIMEOUT = 5.0            # the longest a pool's probe may take
 _LISTEN_POLL = 1.0              # how often the pool listener looks at pool.closed
 _WAIT_POLL = 0.05               # how often a waiting lease reads its connection
 _HOLD_POLL = 0.5                # and a held one, for "lost" notices
@@ -124,6 +125,8 @@ class _Hub(LeaseTable):
         self.channel = new_channel()
 
     def dispatch(self, channel, payload):
+        if channel == self.channel and self.saw_probe(payload):
+            return
         notice = parse_notice(payload) if channel == self.channel else None
         lease = notice and self.lease_for(notice)
         if lease is not None:
@@ -134,7 +137,7 @@ class _Hub(LeaseTable):
             lease._wake.set()
 
 
-class _ConnSource:
+class _ConnSource(ConnAwaits):
     """An AsyncConnection of the caller's, used for everything; its notices
     are read by the statements and by the leases' idle polls."""
 
@@ -176,12 +179,11 @@ class _ConnSource:
                 self.hub.dispatch(n.relname.decode(), n.extra)
 
 
-class _PoolSource:
+class _PoolSource(PoolAwaits):
     """An AsyncConnectionPool: statements on borrowed connections, notices
     on a listener connection of our own (a task)."""
 
     polled = False
-    awaits = False              # lockq_await would keep a pooled connection
     pooled = True               # a failed statement may succeed on another connection
 
     @classmethod
@@ -190,7 +192,8 @@ class _PoolSource:
         self._pool = weakref.ref(pool)
         self.hub = _Hub()
         async with pool.connection() as conn:
-            self.stmts = statements((await _schema(conn))[0])
+            schema, self.awaits = await _schema(conn)
+            self.stmts = statements(schema)
         self._conn = await self._connect(pool)
         self._task = asyncio.get_running_loop().create_task(self._listen_loop())
         return self
@@ -211,9 +214,21 @@ class _PoolSource:
     async def drain(self):
         """Nothing to do: the listener hands notices over as they come."""
 
+    async def _probe(self, pool):
+        """Sends the hub's probe through the pool (its answer: notices
+        reach the listener); a failure leaves the waits in lockq_await."""
+        try:
+            async with pool.connection(timeout=_PROBE_TIMEOUT) as conn:
+                await _bounded(conn, self.stmts["probe"], (self.hub.channel, self.hub.new_probe()),
+                               _PROBE_TIMEOUT)
+        except (psycopg.Error, OSError):    # PoolTimeout is an OperationalError
+            pass
+
     async def _listen_loop(self):
         """Hands notices to the hub until the pool closes; reconnects (and
-        wakes every waiter, whose notices may have been lost)."""
+        wakes every waiter, whose notices may have been lost), and probes
+        after each LISTEN."""
+        probe = True
         try:
             while True:
                 pool = self._pool()
@@ -223,6 +238,10 @@ class _PoolSource:
                     if self._conn is None:
                         self._conn = await self._connect(pool)
                         self.hub.wake_all()
+                        probe = True
+                    if probe:
+                        probe = False
+                        await self._probe(pool)
                     del pool
                     n = await _next_notify(self._conn, _LISTEN_POLL)
                     if n is not None:
@@ -440,8 +459,8 @@ class Lease:
         """One lockq_await of at most AWAIT_SLICE (and the rest of the
         timeout): the backend wakes at the grant and answers with the token,
         with no NOTIFY, which a transaction pooler would not pass on; NULL
-        when the slice ends (it counts as a heartbeat).  Used by a wait alone
-        on a connection of the caller's (a pooled one would be kept)."""
+        when the slice ends (it counts as a heartbeat).  Used when the source
+        says so (ConnAwaits, PoolAwaits)."""
         self._wake.clear()
         span = AWAIT_SLICE if give_up is None else max(0.001, min(AWAIT_SLICE, give_up - monotonic()))
         try:
@@ -462,7 +481,7 @@ class Lease:
                 if give_up is not None and now >= give_up:
                     raise LockTimeout("lock %r was not granted within %g s"
                                       % (self.lock_id, self._timeout))
-                awaiting = queued and self._src.awaits and self._src.hub.alone(self)
+                awaiting = queued and self._src.awaiting(self)
                 if (not queued or awaiting or self._wake.is_set()
                         or now >= sent + self._heartbeat / 3):
                     sent = monotonic()

@@ -4,9 +4,10 @@
 
 """Hand-off latency of lockq.lock (test/t/013_pgbouncer.pl): for each DSN
 given, ROUNDS times, B waits for a lock A holds, each on a connection of its
-own through that DSN (sync, then asyncio); the time from A's call of
-release() to B's lock() returning is one sample.  ADMIN (a direct DSN) sees
-B queued first.  Prints one line per DSN and mode:
+own through that DSN (modes sync, asyncio), or both through one pool of
+that DSN (modes sync-pool, asyncio-pool: psycopg_pool); the time from A's
+call of release() to B's lock() returning is one sample.  ADMIN (a direct
+DSN) sees B queued first.  Prints one line per DSN and mode:
 "<label> <mode> p50_ms p99_ms max_ms"."""
 
 import asyncio
@@ -15,6 +16,7 @@ import threading
 import time
 
 import psycopg
+from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 import lockq
 
@@ -28,9 +30,12 @@ def wait_queued(admin, name):
     time.sleep(0.02)                    # and waiting (in lockq_await, or on NOTIFY)
 
 
-def sync_rounds(dsn, admin, name):
-    a = psycopg.connect(dsn, autocommit=True)
-    b = psycopg.connect(dsn, autocommit=True)
+def sync_rounds(dsn, admin, name, pooled):
+    if pooled:
+        a = b = ConnectionPool(dsn, min_size=2, max_size=4, open=True)
+    else:
+        a = psycopg.connect(dsn, autocommit=True)
+        b = psycopg.connect(dsn, autocommit=True)
     samples = []
     for _ in range(ROUNDS):
         held = lockq.lock(a, name).acquire()
@@ -45,14 +50,18 @@ def sync_rounds(dsn, admin, name):
         lease, t1 = got[0]
         samples.append(t1 - t0)
         lease.release()
-    a.close()
-    b.close()
+    for c in (a,) if a is b else (a, b):
+        c.close()
     return samples
 
 
-async def aio_rounds(dsn, admin, name):
-    a = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
-    b = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
+async def aio_rounds(dsn, admin, name, pooled):
+    if pooled:
+        a = b = AsyncConnectionPool(dsn, min_size=2, max_size=4, open=False)
+        await a.open()
+    else:
+        a = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
+        b = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
     samples = []
     for _ in range(ROUNDS):
         held = await lockq.aio.lock(a, name).acquire()
@@ -63,8 +72,8 @@ async def aio_rounds(dsn, admin, name):
         lease = await asyncio.wait_for(task, 30)
         samples.append(time.monotonic() - t0)
         await lease.release()
-    await a.close()
-    await b.close()
+    for c in (a,) if a is b else (a, b):
+        await c.close()
     return samples
 
 
@@ -78,8 +87,11 @@ def main():
     admin = psycopg.connect(sys.argv[1], autocommit=True)
     for arg in sys.argv[2:]:
         label, dsn = arg.split("=", 1)
-        report(label, "sync", sync_rounds(dsn, admin, "handoff-sync-" + label))
-        report(label, "asyncio", asyncio.run(aio_rounds(dsn, admin, "handoff-aio-" + label)))
+        for pooled, suffix in ((False, ""), (True, "-pool")):
+            report(label, "sync" + suffix,
+                   sync_rounds(dsn, admin, "handoff-sync%s-%s" % (suffix, label), pooled))
+            report(label, "asyncio" + suffix,
+                   asyncio.run(aio_rounds(dsn, admin, "handoff-aio%s-%s" % (suffix, label), pooled)))
 
 
 if __name__ == "__main__":
