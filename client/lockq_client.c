@@ -2641,7 +2641,8 @@ lockqc_trylock(lockqc_conn *c, const char *lock_id, const lockqc_opts *opts,
 /*
  * lockqc_unlock asks the I/O thread to release (with the token, so it
  * never ends a later grant) and waits for the answer for at most the I/O
- * timeout (a second when the lease is gone anyway).  If none comes, the
+ * timeout, and not past the lease's local deadline (a second when the
+ * lease is gone anyway, or nearly so).  If none comes, the
  * handle stays behind as a zombie that is released as soon as possible,
  * until the lease would have ended.  Takes c->mu.
  */
@@ -2669,7 +2670,17 @@ lockqc_unlock(lockqc_handle *h)
 	if (!h->linked)
 		lqc_link(c, h);
 	lqc_poke(c);
-	until = now + (st == LQC_HELD ? c->io_timeout_ms :
+	/*
+	 * A held lease waits for the answer up to the I/O timeout, but not
+	 * past its local deadline (at least LQC_WITHDRAW_WAIT_MS): once the
+	 * lease has ended the release changes nothing, and a caller that
+	 * stopped its work because renewals failed (lockq run) should not be
+	 * kept another I/O timeout by a server that does not answer.  The I/O
+	 * thread goes on trying after we return, until zombie_until.
+	 */
+	until = now + (st == LQC_HELD ?
+				   lqc_min(c->io_timeout_ms,
+						   lqc_max(atomic_load(&h->deadline) - now, LQC_WITHDRAW_WAIT_MS)) :
 				   lqc_min(c->io_timeout_ms, LQC_WITHDRAW_WAIT_MS));
 	while (!h->op_done && !c->closing && lqc_now() < until)
 		lqc_cond_wait_until(&h->cv, &c->mu, until);

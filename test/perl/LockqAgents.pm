@@ -130,10 +130,11 @@ sub tell_agent
 	$a->{h}->pump_nb;
 }
 
-# agent_says(agent, regex, seconds): the captures of the first line matching
+# agent_says(agent, regex, seconds[, quiet]): the captures of the first line
+# matching; undef after seconds (and, unless quiet, what it said, as diag)
 sub agent_says
 {
-	my ($a, $re, $secs) = @_;
+	my ($a, $re, $secs, $quiet) = @_;
 	my $end = time() + $secs;
 	while (time() < $end)
 	{
@@ -141,7 +142,7 @@ sub agent_says
 		return [ $1, $2, $3 ] if $a->{out} =~ $re;
 		select(undef, undef, undef, 0.01);
 	}
-	diag("agent said: $a->{out}$a->{err}");
+	diag("agent said: $a->{out}$a->{err}") unless $quiet;
 	return undef;
 }
 

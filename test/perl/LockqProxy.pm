@@ -8,6 +8,8 @@
 #   WINCH cut in the reply: forward requests; the next answer is dropped
 #         and both of its connection's sockets are closed (a reset in the
 #         middle of the reply), then forward again
+#   PROF  delay: forward everything, each way, a second late (a slow or
+#         congested path; the order of the bytes is kept)
 #   HUP   forward again
 # start_proxy(port[, route_file]) returns (pid, listen port); with a
 # route file, each new connection goes to the port that file holds, if it
@@ -26,6 +28,7 @@ use warnings;
 use IO::Select;
 use IO::Socket::INET;
 use POSIX ();
+use Time::HiRes ();
 
 use Exporter 'import';
 our @EXPORT = qw(start_proxy stop_proxy);
@@ -51,13 +54,19 @@ sub start_proxy
 	$SIG{USR1} = sub { $mode = 'hole' };
 	$SIG{USR2} = sub { $mode = 'noreply' };
 	$SIG{WINCH} = sub { $mode = 'cut' };
+	$SIG{PROF} = sub { $mode = 'delay' };
+	$SIG{PIPE} = 'IGNORE';
 	$SIG{HUP} = sub { $mode = 'pass' };
+	my $delay = 1.0;
+	my @late;    # [ due, socket, bytes ], in the order they came
 	$SIG{TERM} = sub { POSIX::_exit(0) };
 	my $sel = IO::Select->new($listen);
 	my (%peer, %up);
 	while (1)
 	{
-		for my $s ($sel->can_read(0.05))
+		my $wait = 0.05;
+		$wait = $late[0][0] - Time::HiRes::time() if @late && $late[0][0] - Time::HiRes::time() < $wait;
+		for my $s ($sel->can_read($wait > 0 ? $wait : 0))
 		{
 			if ($s == $listen)
 			{
@@ -121,7 +130,17 @@ sub start_proxy
 				$mode = 'pass';
 				next;
 			}
+			if ($mode eq 'delay' || @late)
+			{
+				push @late, [ Time::HiRes::time() + $delay, $p, $buf ];
+				next;
+			}
 			syswrite($p, $buf);
+		}
+		while (@late && $late[0][0] <= Time::HiRes::time())
+		{
+			my (undef, $p, $buf) = @{ shift @late };
+			syswrite($p, $buf) if defined fileno($p);
 		}
 	}
 }

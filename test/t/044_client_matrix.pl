@@ -9,6 +9,18 @@
 #
 #   blackhole     the network to the server drops everything, no reset
 #                 (LockqProxy)
+#   noreply       requests reach the server, every answer is dropped (the
+#                 renewals extend the lease there, unknown to the client)
+#   cut           the next answer is cut off with a reset (the connection
+#                 breaks in the middle of a renewal's reply)
+#   delay         everything arrives a second late, each way: a renewal's
+#                 answer comes 2 s after it was sent, under a 3 s lease (a
+#                 client that counted its lease from the answer, not from
+#                 the request, would work past the server's lease)
+#   stop_server   the lock server (the background worker) is SIGSTOPped
+#                 until A reports its lease gone (for lockq run: lockq has
+#                 stopped its command and exited), which must be within
+#                 10 s
 #   stop_backend  the server backend of its connection is SIGSTOPped
 #   stop_client   the client process itself is SIGSTOPped, then continued
 #                 after the next holder was granted
@@ -83,7 +95,7 @@ sub b_takes
 	  or die "$row: neither was B granted nor A's lease renewed";
 	if (scalar_query($node, "SELECT owner FROM lockq_locks WHERE lock_id = '$lock'") ne 'B')
 	{
-		note "$row: A kept its lease through a new connection; it releases";
+		note "$row: the lease was renewed on the server after the fault; A is told to release";
 		tell_agent($a, 'release');
 	}
 	is(waiter_result($b, qr/b=(\d+)/) ? 'granted' : 'not granted', 'granted', "$row: B is granted");
@@ -99,6 +111,9 @@ sub nothing_left
 			"SELECT holders = 0 AND waiters = 0 FROM lockq_stats"),
 		"$row: (c) nothing left held or queued");
 }
+
+# the proxy's signal for each network fault (LockqProxy)
+my %proxy_signal = (blackhole => 'USR1', noreply => 'USR2', cut => 'WINCH', delay => 'PROF');
 
 # last_work(file): the last line the CLI's command wrote (wall-clock ns)
 sub last_work
@@ -127,13 +142,13 @@ sub no_process
 for my $client (sort keys %clients)
 {
 	my $c = $clients{$client};
-	for my $fault (qw(blackhole stop_backend stop_client pooled_stop blocked kill9))
+	for my $fault (qw(blackhole noreply cut delay stop_backend stop_server stop_client pooled_stop blocked kill9))
 	{
 		next if $fault eq 'blocked' && !$c->{blocks};
 		my $row = "$client, $fault";
 		my $lock = "M-$client-$fault";
 		(my $app = "agent_$client" . "_$fault") =~ s/-/_/g;
-		my ($ppid, $pport) = $fault eq 'blackhole' ? start_proxy($port) : ();
+		my ($ppid, $pport) = $proxy_signal{$fault} ? start_proxy($port) : ();
 		my $to = $ppid ? $pport : $fault eq 'pooled_stop' ? $bouncer->port : $port;
 		my $a = agent($client, $to, $app);
 		tell_agent($a, "acquire $lock 3000 -1 3000");
@@ -142,13 +157,26 @@ for my $client (sort keys %clients)
 		my $apid = $acq ? $acq->[1] : 0;
 		my $backend = $fault eq 'stop_backend' ? scalar_query($node,
 			"SELECT pid FROM pg_stat_activity WHERE application_name = '$app'") : 0;
-		if ($fault eq 'blackhole')
+		if ($ppid)
 		{
-			kill 'USR1', $ppid;
+			kill $proxy_signal{$fault}, $ppid;
 		}
 		elsif ($fault eq 'stop_backend')
 		{
 			kill 'STOP', $backend;
+		}
+		elsif ($fault eq 'stop_server')
+		{
+			# nothing is renewed, ended or granted meanwhile: A's lease ends
+			# by its local deadline (or the client's renewals do not need
+			# the lock server, and it goes on holding)
+			my $wpid = worker_pid($node);
+			kill 'STOP', $wpid;
+			my $t = time();
+			my $ended = agent_says($a, qr/^(?:stopped|released)/m, 10);
+			ok($ended, "$row: (b) A reports its lease gone while the lock server is stopped")
+			  and note sprintf('%s: %.1f s after the stop', $row, time() - $t);
+			kill 'CONT', $wpid;
 		}
 		elsif ($fault eq 'blocked')
 		{

@@ -63,17 +63,38 @@ async def _listen(conn, channel):
     await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
 
 
-async def _next_notify(conn, timeout):
-    """The next notification on conn within timeout, or None.  (psycopg
-    3.1's notifies() has no timeout.  A timeout cancels the read while it
-    waits for input, so no notification that came is dropped.)"""
-    gen = conn.notifies()
+async def _within(fut, timeout):
+    """Waits up to timeout seconds for fut (a task or future) and says
+    whether it is done; fut is left running.  asyncio.wait_for is not used
+    anywhere here: before Python 3.12 it returns fut's result when a cancel
+    comes just as fut finishes, and the cancel is lost (a cancelled wait
+    then went on waiting for ever).  asyncio.wait always raises it."""
+    done, _ = await asyncio.wait({fut}, timeout=timeout)
+    return bool(done)
+
+
+async def _readable(conn, timeout):
+    """Waits up to timeout seconds for input on conn's socket."""
+    loop = asyncio.get_running_loop()
+    fut = loop.create_future()
+    fd = conn.fileno()
+    loop.add_reader(fd, lambda: fut.done() or fut.set_result(None))
     try:
-        return await asyncio.wait_for(gen.__anext__(), timeout)
-    except asyncio.TimeoutError:
-        return None
+        await _within(fut, timeout)
     finally:
-        await gen.aclose()
+        loop.remove_reader(fd)
+
+
+async def _dispatch_notices(conn, hub):
+    """Hands every notice that has come on conn to hub, without waiting.
+    All of them: psycopg 3.1's notifies() generator reads them in batches,
+    and one closed after its first (to wait with a timeout) dropped the rest
+    of its batch: a "lost" notice that came with another was never seen."""
+    async with conn.lock:
+        pgconn = conn.pgconn
+        pgconn.consume_input()
+        while (n := pgconn.notifies()) is not None:
+            hub.dispatch(n.relname.decode(), n.extra)
 
 
 async def _bounded(conn, stmt, params, bound):
@@ -97,23 +118,22 @@ async def _bounded(conn, stmt, params, bound):
     cancelled = None
     while True:
         try:
-            await asyncio.wait_for(asyncio.shield(task), max(0.0, end - loop.time()))
-            break
-        except asyncio.TimeoutError:
-            break_socket(conn)
-            await asyncio.gather(task, return_exceptions=True)
-            if cancelled is not None:
-                raise cancelled
-            raise stalled(bound) from (task.exception() if not task.cancelled() else None)
+            finished = await _within(task, max(0.0, end - loop.time()))
         except asyncio.CancelledError as e:
             if task.done():
                 raise
             cancelled = e           # the statement finishes first
-        except (psycopg.Error, OSError):
-            break                   # the statement's own error, below
+            continue
+        if finished:
+            break
+        break_socket(conn)
+        await asyncio.gather(task, return_exceptions=True)
+        if cancelled is not None:
+            raise cancelled
+        raise stalled(bound) from (task.exception() if not task.cancelled() else None)
     if cancelled is not None:
         raise cancelled
-    return task.result()
+    return task.result()        # or the statement's own error
 
 
 class _Hub(LeaseTable):
@@ -171,12 +191,7 @@ class _ConnSource(ConnAwaits):
 
     async def drain(self):
         """Hands the notices that have come to the hub, without waiting."""
-        conn = self._get()
-        async with conn.lock:
-            pgconn = conn.pgconn
-            pgconn.consume_input()
-            while (n := pgconn.notifies()) is not None:
-                self.hub.dispatch(n.relname.decode(), n.extra)
+        await _dispatch_notices(self._get(), self.hub)
 
 
 class _PoolSource(PoolAwaits):
@@ -243,9 +258,8 @@ class _PoolSource(PoolAwaits):
                         probe = False
                         await self._probe(pool)
                     del pool
-                    n = await _next_notify(self._conn, _LISTEN_POLL)
-                    if n is not None:
-                        self.hub.dispatch(n.channel, n.payload)
+                    await _readable(self._conn, _LISTEN_POLL)
+                    await _dispatch_notices(self._conn, self.hub)
                 except (psycopg.Error, OSError):
                     await self._close()
                     await asyncio.sleep(_RECONNECT_DELAY)
@@ -519,10 +533,11 @@ class Lease:
                 pass            # broken: the next statement says so
             timeout = min(timeout, poll)
         event = self._kick if self.token is not None else self._wake
+        waiter = asyncio.ensure_future(event.wait())
         try:
-            await asyncio.wait_for(event.wait(), max(0.0, timeout))
-        except asyncio.TimeoutError:
-            pass
+            await _within(waiter, max(0.0, timeout))
+        finally:
+            waiter.cancel()
 
     async def _withdraw(self):
         """Leaves the queue, releasing a grant that raced with us."""
