@@ -169,8 +169,9 @@ extern int	lockqc_trylock(lockqc_conn *c, const char *lock_id,
  * Releases the lock and frees the handle (always, whatever it returns).
  * Returns LOCKQC_OK, LOCKQC_LOST when the lease had already been lost, or
  * LOCKQC_ERROR when the server did not confirm the release within the I/O
- * timeout, or by the lease's local deadline if that comes first (but at
- * least 1 s); the library then goes on trying until the lease ends.
+ * timeout, or by the later of the lease's local deadline and 1 s after
+ * the call if that comes first; the library then goes on trying until the
+ * lease ends.
  */
 extern int	lockqc_unlock(lockqc_handle *h);
 
