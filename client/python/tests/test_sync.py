@@ -76,24 +76,29 @@ class SyncTest(LockqTestCase):
         for c in conns:
             self.addCleanup(c.close)
 
+        # (the grant order is the tokens' order: the order the threads get
+        # to run after their grants is not, as the SQL waiter's statement
+        # also releases, and the next waiter may be told first)
         def waiter(i, conn):
-            with lockq.lock(conn, self.name, timeout=30):
-                order.append(i)
+            with lockq.lock(conn, self.name, timeout=30) as lease:
+                order.append((lease.token, i))
 
         t0 = self.start(lambda: waiter(0, conns[0]))
         self.wait_for_waiters(self.name, 1)
         sql = psycopg.connect(DSN, autocommit=True)     # a blocking lockq_get
         self.addCleanup(sql.close)
-        t1 = self.start(lambda: order.append(sql.execute(
-            "SELECT lockq_release(%s, 'sqlw', lockq_get(%s, 'sqlw', timeout => '30 s'))",
-            (self.name, self.name)).fetchone() and 1))
+        t1 = self.start(lambda: order.append((sql.execute(
+            "WITH g AS (SELECT lockq_get(%s, 'sqlw', timeout => '30 s') AS t)"
+            " SELECT t FROM g WHERE lockq_release(%s, 'sqlw', t)",
+            (self.name, self.name)).fetchone()[0], 1)))
         self.wait_for_waiters(self.name, 2)
         t2 = self.start(lambda: waiter(2, conns[1]))
         self.wait_for_waiters(self.name, 3)
         self.give(self.name)
         for t in (t0, t1, t2):
             t.join(30)
-        self.assertEqual(order, [0, 1, 2], "one queue with lockq_get callers")
+        self.assertEqual([i for _, i in sorted(order)], [0, 1, 2],
+                         "one queue with lockq_get callers")
 
     def test_timeout(self):
         self.take(self.name)
