@@ -277,6 +277,7 @@ struct lockqc_conn
 	lockqc_handle *inflight_h;
 	int			inflight_op;
 	int64_t		inflight_sent;
+	int64_t		inflight_io_timeout;	/* the I/O timeout when it was sent */
 	int64_t		inflight_wait_ms;	/* JOB_AWAIT: its timeout */
 	bool		inflight_cancelled; /* ... and a cancel was sent for it */
 	lqc_canceller *canceller;	/* that cancel, until it is done */
@@ -1534,6 +1535,7 @@ lqc_send(lockqc_conn *c, int job, lockqc_handle *h, const char *sql,
 	c->inflight_h = h;
 	c->inflight_op = h ? h->op : OP_NONE;
 	c->inflight_sent = lqc_now();
+	c->inflight_io_timeout = c->io_timeout_ms;
 	c->inflight_wait_ms = 0;
 	c->inflight_cancelled = false;
 	if (h != NULL)
@@ -2187,6 +2189,13 @@ lqc_io_main(void *arg)
 			lqc_cancel_await(c);
 		if (c->inflight != JOB_NONE)
 		{
+			/*
+			 * A longer I/O timeout set after the statement was sent does not
+			 * extend it: a call that gave up on it at the old one (trylock,
+			 * unlock) has reported the connection stalled, and the calls
+			 * after it must not queue behind it for the new one.
+			 */
+			stall = lqc_min(stall, c->inflight_io_timeout);
 			stall = lqc_max(stall, LQC_MIN_STALL_MS) + c->inflight_wait_ms;
 			if (now - c->inflight_sent >= stall)
 			{
