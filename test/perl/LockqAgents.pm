@@ -16,7 +16,8 @@
 # dsn a libpq conninfo (a multi-host one too) and url the URI that Node's
 # pg takes; pooled: the language clients use a pool (psycopg_pool, pg.Pool)
 # rather than one connection.  agent_says(agent, regex, seconds) returns
-# the captures of its first output line that matches.
+# the captures of its first output line that matches; cli_last_work(lock)
+# the last line the CLI agent's command for lock wrote.
 #
 # Copyright (c) 2026, lockq developers
 # This file is part of lockq, released under the PostgreSQL License
@@ -34,7 +35,7 @@ use Time::HiRes qw(time);
 use LockqTest;
 
 use Exporter 'import';
-our @EXPORT = qw(agent_clients start_agent tell_agent agent_says end_agent);
+our @EXPORT = qw(agent_clients start_agent tell_agent agent_says end_agent cli_last_work);
 
 my %clients;
 
@@ -144,6 +145,18 @@ sub agent_says
 	}
 	diag("agent said: $a->{out}$a->{err}") unless $quiet;
 	return undef;
+}
+
+# cli_last_work(lock): the wall-clock ns of the last work the CLI agent's
+# command did under lock (its file's last line), 0 if none
+sub cli_last_work
+{
+	my ($lock) = @_;
+	open(my $f, '<', "$clients{cli}{dir}/$lock.work") or return 0;
+	my @l = <$f>;
+	close $f;
+	chomp(my $last = $l[-1] // '0');
+	return $last;
 }
 
 sub end_agent

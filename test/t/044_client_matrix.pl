@@ -115,17 +115,6 @@ sub nothing_left
 # the proxy's signal for each network fault (LockqProxy)
 my %proxy_signal = (blackhole => 'USR1', noreply => 'USR2', cut => 'WINCH', delay => 'PROF');
 
-# last_work(file): the last line the CLI's command wrote (wall-clock ns)
-sub last_work
-{
-	my ($file) = @_;
-	open(my $f, '<', $file) or return 0;
-	my @l = <$f>;
-	close $f;
-	chomp(my $last = $l[-1] // '0');
-	return $last;
-}
-
 # no_process(pattern): true once no process's command line matches
 sub no_process
 {
@@ -195,7 +184,7 @@ for my $client (sort keys %clients)
 			agent_says($a, qr/^(?:stopped|released)/m, 30) unless $fault eq 'kill9';
 			my $file = "$c->{dir}/$lock.work";
 			ok(no_process("\Q$file\E"), "$row: the command is gone");
-			my $last = last_work($file);
+			my $last = cli_last_work($lock);
 			ok($last > 0 && $last < $b_ns, "$row: (a) A's protected work stopped before B was granted");
 			note sprintf('%s: A last worked %.1f ms before B was granted', $row, ($b_ns - $last) / 1e6);
 		}

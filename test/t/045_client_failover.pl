@@ -132,9 +132,7 @@ for my $switch (qw(switchover failover))
 		my $last;
 		if ($client eq 'cli')
 		{
-			open(my $f, '<', "$clients{cli}{dir}/hold-$tag.work") or die "work file: $!";
-			my @l = <$f>;
-			chomp($last = $l[-1] // 0);
+			$last = cli_last_work("hold-$tag");
 		}
 		else
 		{

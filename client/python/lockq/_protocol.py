@@ -83,10 +83,12 @@ class LockLost(LockError):
 
 class LeaseTable:
     """The leases waiting or holding through one source, by (lock id,
-    owner): what both clients' hubs keep.  No lock of its own (the threaded
-    client's hub takes one around each call)."""
+    owner), and the channel their notices come on: what both clients' hubs
+    keep.  No lock of its own (the threaded client's hub takes one around
+    each call)."""
 
     def __init__(self):
+        self.channel = new_channel()
         self._leases = {}
         self.probe = None
         self.notified = False

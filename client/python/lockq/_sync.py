@@ -49,7 +49,7 @@ from psycopg import errors, sql
 from ._protocol import (AWAIT_SLICE, ConnAwaits, PoolAwaits, DEFAULT_HEARTBEAT, DEFAULT_IO_TIMEOUT, DEFAULT_TTL,
                         RETRY_DELAY, SCHEMA_QUERY, WITHDRAW_TIMEOUT, LeaseTable, after_release,
                         break_socket, LockCancelled, LockLost, LockTimeout, check_duration,
-                        check_name, new_channel, new_owner, not_installed,
+                        check_name, new_owner, not_installed,
                         parse_notice, stalled, statements, wait_bound)
 
 try:
@@ -75,12 +75,11 @@ def _listen(conn, channel):
 
 
 class _Hub(LeaseTable):
-    """The leases waiting or held through one source (LeaseTable, under a
-    lock: any thread), and the channel their notices come on."""
+    """The leases waiting or held through one source and their channel
+    (LeaseTable), under a lock: any thread."""
 
     def __init__(self):
         super().__init__()
-        self.channel = new_channel()
         self._mu = threading.Lock()
 
     def register(self, lease):

@@ -33,7 +33,7 @@ from psycopg import errors, sql
 
 from ._protocol import (AWAIT_SLICE, ConnAwaits, PoolAwaits, DEFAULT_HEARTBEAT, DEFAULT_IO_TIMEOUT, DEFAULT_TTL,
                         RETRY_DELAY, SCHEMA_QUERY, WITHDRAW_TIMEOUT, LeaseTable, after_release,
-                        break_socket, LockLost, LockTimeout, check_duration, check_name, new_channel,
+                        break_socket, LockLost, LockTimeout, check_duration, check_name,
                         new_owner, not_installed, parse_notice, stalled, statements,
                         wait_bound)
 
@@ -137,12 +137,8 @@ async def _bounded(conn, stmt, params, bound):
 
 
 class _Hub(LeaseTable):
-    """The leases waiting or held through one source (LeaseTable), and the
-    channel their notices come on."""
-
-    def __init__(self):
-        super().__init__()
-        self.channel = new_channel()
+    """The leases waiting or held through one source and their channel
+    (LeaseTable)."""
 
     def dispatch(self, channel, payload):
         if channel == self.channel and self.saw_probe(payload):
