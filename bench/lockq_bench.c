@@ -1461,6 +1461,7 @@ main(int argc, char **argv)
 	bool		quick = false;
 	int			prof_clients = 0;
 	bench_sys	prof_sys = SYS_LOCKQ;
+	bench_scen	prof_scen = SCEN_CONTENDED;
 	int			uncont[] = {1, 4, 16};
 	int			cont[] = {2, 16, 64, 256};
 	int			jobs[] = {4, 16, 64};
@@ -1506,9 +1507,19 @@ main(int argc, char **argv)
 			else
 				prof_sys = SYS_LOCKQ;
 		}
+		else if (strcmp(argv[i], "--scenario") == 0 && i + 1 < (size_t) argc)
+		{
+			i++;
+			if (strcmp(argv[i], "uncontended") == 0)
+				prof_scen = SCEN_UNCONTENDED;
+			else if (strcmp(argv[i], "scaling") == 0)
+				prof_scen = SCEN_OWNKEY;
+			else
+				prof_scen = SCEN_CONTENDED;
+		}
 		else if (argv[i][0] == '-')
 		{
-			fprintf(stderr, "usage: %s [--quick] [--rounds N] [--seconds S] [--only LIST] [--data FILE] [--pgbench PATH] [--fsync-us US] [--profile CLIENTS [--system advisory|session|leased|liblockq|libnotify]] CONNINFO\n", argv[0]);
+			fprintf(stderr, "usage: %s [--quick] [--rounds N] [--seconds S] [--only LIST] [--data FILE] [--pgbench PATH] [--fsync-us US] [--profile CLIENTS [--system advisory|session|leased|liblockq|libnotify] [--scenario contended|uncontended|scaling]] CONNINFO\n", argv[0]);
 			return 2;
 		}
 		else
@@ -1540,10 +1551,12 @@ main(int argc, char **argv)
 	/* --profile C: one system, contended, C clients, one round (for perf) */
 	if (prof_clients > 0)
 	{
-		point_result p = measure(prof_sys, prof_clients, SCEN_CONTENDED);
+		point_result p = measure(prof_sys, prof_clients, prof_scen);
 
-		printf("%s contended %d clients: %.0f hand-offs/s, hand-off p50 %.0f us, %.1f context switches per hand-off\n",
-			   sys_name[prof_sys], prof_clients, p.rate, p.lat_p50, p.cs_per_op);
+		printf("%s %s %d clients: %.0f ops/s, p50 %.0f us, %.1f context switches per op\n",
+			   sys_name[prof_sys], prof_scen == SCEN_CONTENDED ? "contended" :
+			   prof_scen == SCEN_OWNKEY ? "scaling" : "uncontended",
+			   prof_clients, p.rate, p.lat_p50, p.cs_per_op);
 		return 0;
 	}
 
