@@ -250,6 +250,13 @@ LANGUAGE C VOLATILE PARALLEL RESTRICTED;
 COMMENT ON FUNCTION lockq.lockq_session_grants() IS
 'The current locks bound to a session (owner NULL), from shared memory (they end with their session and are not stored in lockq.owners); empty where lockq does not run (not preloaded, another database, a standby).';
 
+CREATE FUNCTION lockq.lockq_released_tokens()
+RETURNS SETOF bigint
+AS 'MODULE_PATHNAME', 'lockq_released_tokens'
+LANGUAGE C VOLATILE PARALLEL RESTRICTED;
+COMMENT ON FUNCTION lockq.lockq_released_tokens() IS
+'Tokens of grants with an owner that a session released by itself, whose rows the lock server has yet to delete from lockq.owners (the views leave them out); empty where lockq does not run.';
+
 CREATE VIEW lockq.lockq_locks AS
 	SELECT g.lock_id,
 		   g.owner,
@@ -262,6 +269,8 @@ CREATE VIEW lockq.lockq_locks AS
 	  FROM (SELECT o.lock_id, o.owner, o.token, o.role, o.acquired, o.expires,
 				   o.ttl, NULL::integer AS session_pid
 			  FROM lockq.owners o
+			 WHERE NOT EXISTS (SELECT FROM lockq.lockq_released_tokens() r
+								WHERE r OPERATOR(pg_catalog.=) o.token)
 			UNION ALL
 			SELECT s.lock_id, s.owner, s.token, s.role, s.acquired, s.expires,
 				   s.ttl, s.session_pid
@@ -439,6 +448,8 @@ CREATE VIEW lockq.lockq_role_usage AS
 				   pg_catalog.sum(c.session_locks)::bigint AS session_locks
 			  FROM (SELECT o.role, 1 AS owner_locks, 0 AS waiters, 0 AS session_locks
 					  FROM lockq.owners o
+					 WHERE NOT EXISTS (SELECT FROM lockq.lockq_released_tokens() r
+										WHERE r OPERATOR(pg_catalog.=) o.token)
 					UNION ALL
 					SELECT q.role, 0, 1, 0 FROM lockq.queue q
 					UNION ALL

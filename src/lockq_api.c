@@ -50,6 +50,7 @@
 #include "lockq_clock.h"
 #include "lockq_fault.h"
 #include "lockq_grants.h"
+#include "lockq_leases.h"
 #include "lockq_maint.h"
 #include "lockq_guc.h"
 #include "lockq_policy.h"
@@ -951,6 +952,42 @@ lq_note_session_grant(const LqRequest *req, const LqResult *res)
 }
 
 /*
+ * lq_quick_room: may this session queue a quick release now?  It has no
+ * request in flight (its releases come before its next request) and room
+ * in its slot's small queue.
+ */
+static bool
+lq_quick_room(LqSlot *slot)
+{
+	bool		room;
+
+	SpinLockAcquire(&slot->mutex);
+	room = slot->nquick < LQ_MAX_QUICK_RELEASES && slot->state == LQ_SLOT_IDLE;
+	SpinLockRelease(&slot->mutex);
+	return room;
+}
+
+/*
+ * lq_queue_quick hands a release that this session has made (and told its
+ * caller of) to the lock server: in its slot's queue of quick releases and
+ * the arrival ring, so that it is applied in its turn.  Nothing here may
+ * fail: the lock server must learn of the release.
+ */
+static void
+lq_queue_quick(int slotno, const char *lock_id, int64 token)
+{
+	LqSlot	   *slot = &lq_slots[slotno];
+
+	SpinLockAcquire(&slot->mutex);
+	slot->quick_tokens[slot->nquick] = token;
+	strlcpy(slot->quick_ids[slot->nquick], lock_id, LQ_MAX_ID_LEN + 1);
+	slot->nquick++;
+	SpinLockRelease(&slot->mutex);
+	lq_ring_push(lq_entry_quick(slotno));
+	lq_wake_worker();
+}
+
+/*
  * lq_quick_release releases a session-bound lock without waiting for the
  * worker, when this session can tell by itself that the release succeeds:
  * it knows the grant's token, and marking the grant released in shared
@@ -969,8 +1006,6 @@ lq_quick_release(const LqRequest *req)
 	LqMyGrant  *g;
 	int64		token;
 	int			slotno = lq_my_slotno();
-	LqSlot	   *slot = &lq_slots[slotno];
-	bool		room;
 
 	if (lq_my_grants == NULL || !lq_attached)
 		return false;
@@ -979,23 +1014,44 @@ lq_quick_release(const LqRequest *req)
 		return false;
 	token = g->token;
 
-	SpinLockAcquire(&slot->mutex);
-	room = slot->nquick < LQ_MAX_QUICK_RELEASES && slot->state == LQ_SLOT_IDLE;
-	SpinLockRelease(&slot->mutex);
-	if (!room)
+	if (!lq_quick_room(&lq_slots[slotno]))
 		return false;
 
 	if (!lq_grants_mark_released(req->lock_id, token, MyProcPid,
 								 MyStartTimestamp, lq_clock_peek()))
 		return false;
 
-	/* nothing here may fail: the worker must learn of the release */
-	SpinLockAcquire(&slot->mutex);
-	slot->quick_tokens[slot->nquick++] = token;
-	SpinLockRelease(&slot->mutex);
-	lq_ring_push(lq_entry_quick(slotno));
-	lq_wake_worker();
+	lq_queue_quick(slotno, req->lock_id, token);
 	lq_my_grant(req->lock_id, 0);
+	return true;
+}
+
+/*
+ * lq_quick_release_leased releases a grant with an owner without waiting
+ * for the lock server, when the table of lockq_leases.c allows it: the
+ * grant's release may be shown before its flush (its lock is unsettled
+ * with a fence_ttl that covers it), and marking it released there finds it
+ * current, unexpired, the owner's, under the token given, and of the
+ * caller's role.  That mark is the release: lockq_holds answers false from
+ * then on.  Returns false (nothing done) when the normal path must decide.
+ */
+static bool
+lq_quick_release_leased(const LqRequest *req)
+{
+	int			slotno;
+	int64		token;
+
+	lq_attach();
+	slotno = lq_my_slotno();
+	if (!lq_quick_room(&lq_slots[slotno]))
+		return false;
+	/* another role's release (an administrator's) takes the normal path */
+	if (!lq_leases_mark_released(req->lock_id, req->owner, req->has_token,
+								 req->token, GetUserId(), false,
+								 lq_clock_peek(), &token))
+		return false;
+	LQ_FAULT("quick-release-before-queue");
+	lq_queue_quick(slotno, req->lock_id, token);
 	return true;
 }
 
@@ -1068,7 +1124,8 @@ lockq_release(PG_FUNCTION_ARGS)
 	lq_arg_owner(fcinfo, 1, &req, false);
 	lq_arg_token(fcinfo, 2, &req);
 
-	if (req.session_owner && lq_quick_release(&req))
+	if (req.session_owner ? lq_quick_release(&req) :
+		lq_quick_release_leased(&req))
 		PG_RETURN_BOOL(true);
 	res = lq_call(&req);
 	if (req.session_owner)
@@ -1232,12 +1289,19 @@ lockq_holds(PG_FUNCTION_ARGS)
 	if (held == 1)
 		lq_note_fence(token);
 	else if (held < 0)
-		held = lq_store_holds(lock_id, token, now, role, admin);
-	if (held == 0)
-		PG_RETURN_BOOL(false);
+	{
+		/* released by a session: the lock server has yet to delete the row */
+		held = lq_leases_is_released(lock_id, token) ? 0 :
+			lq_store_holds(lock_id, token, now, role, admin);
+		if (held == 1)
+			lq_fenced = true;
+		/* released while the row lock was taken: false (the hand-off waits) */
+		if (held != 0 && lq_leases_is_released(lock_id, token))
+			held = 0;
+	}
 	if (held == 1)
 		lq_fenced = true;
-	PG_RETURN_BOOL(true);
+	PG_RETURN_BOOL(held != 0);
 }
 
 /*

@@ -456,27 +456,6 @@ lq_grants_is_released(int64 token)
 }
 
 /*
- * lq_grants_lock_id copies the lock id of a grant into lock_id (of
- * LQ_MAX_ID_LEN + 1 bytes); false if there is no such grant.
- */
-bool
-lq_grants_lock_id(int64 token, char *lock_id)
-{
-	LqSessionGrant *e;
-	bool		found = false;
-
-	LWLockAcquire(lq_grants_lock, LW_SHARED);
-	e = hash_search(lq_grants, &token, HASH_FIND, NULL);
-	if (e != NULL)
-	{
-		memcpy(lock_id, e->lock_id, LQ_MAX_ID_LEN + 1);
-		found = true;
-	}
-	LWLockRelease(lq_grants_lock);
-	return found;
-}
-
-/*
  * lq_grants_release_fences takes this backend's fences off again at the
  * end of its transaction; true if there were any (the worker may be
  * waiting for them).

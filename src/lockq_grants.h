@@ -78,7 +78,6 @@ extern int	lq_grants_holds(const char *lock_id, int64 token, int64 now,
 extern bool lq_grants_mark_released(const char *lock_id, int64 token,
 									int pid, int64 session_start, int64 now);
 extern bool lq_grants_is_released(int64 token);
-extern bool lq_grants_lock_id(int64 token, char *lock_id);
 extern bool lq_grants_release_fences(void);
 
 

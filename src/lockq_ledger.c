@@ -54,6 +54,7 @@
 
 #include "lockq_clock.h"
 #include "lockq_guc.h"
+#include "lockq_leases.h"
 #include "lockq_ledger.h"
 #include "lockq_shmem.h"
 #include "lockq_statefile.h"
@@ -374,6 +375,25 @@ lq_ledger_end_shown(const char *lock_id, int64 ttl, int64 now)
 }
 
 /*
+ * lq_ledger_end_covered: may the end of this grant (of lock_id, with this
+ * ttl) be shown before its flush, with no flush of this batch to make it
+ * so?  Then its lock is unsettled with a fence_ttl that covers ttl, written
+ * by a batch that was flushed before anyone learned of it, and a session
+ * may release the grant by itself (lockq_leases.c).
+ */
+bool
+lq_ledger_end_covered(const char *lock_id, int64 ttl)
+{
+	LqMarker   *m;
+
+	if (lockq_synchronous_grants ||
+		ttl > (int64) lockq_max_grace * USECS_PER_SEC)
+		return false;
+	m = hash_search(lq_markers, lock_id, HASH_FIND, NULL);
+	return m != NULL && m->fence_ttl >= ttl;
+}
+
+/*
  * lq_ledger_hold_lifted: the holder of the grant that survived a restart
  * with an unknown downtime released or renewed it, so its lock need not
  * wait for it any longer.  Written in this batch, flushed or not: lost, it
@@ -425,6 +445,9 @@ lq_ledger_settle_markers(int64 now)
 	}
 	foreach(lc, done)
 	{
+		/* not while a release made relying on it waits to be applied */
+		if (!lq_leases_revoke(lfirst(lc)))
+			continue;
 		m = lq_marker_touch(lfirst(lc), false);
 		if (m != NULL)
 			lq_marker_remove(m);

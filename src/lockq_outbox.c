@@ -46,11 +46,23 @@
 #include "utils/memutils.h"
 
 #include "lockq_grants.h"
+#include "lockq_leases.h"
 #include "lockq_outbox.h"
 #include "lockq_shmem.h"
 
 /* Above this NOTIFY queue usage the lock server sends no NOTIFYs. */
 #define LQ_NOTIFY_QUEUE_LIMIT		0.5
+
+/* A change to the table of quickly releasable leased grants. */
+typedef struct LqLeaseOp
+{
+	bool		put;			/* else drop */
+	char	   *lock_id;
+	int64		token;
+	char	   *owner;
+	Oid			role;
+	int64		expires;
+} LqLeaseOp;
 
 typedef struct LqNotice
 {
@@ -64,6 +76,7 @@ static uint64 lq_batch = 0;
 static List *lq_slots_touched = NIL;	/* slot numbers, once each */
 static List *lq_tokens_touched = NIL;	/* int64 tokens, boxed */
 static List *lq_notices = NIL;
+static List *lq_lease_ops = NIL;	/* of LqLeaseOp, in order */
 
 /*
  * lq_outbox_init sets up the module's memory.  Lock server start only.
@@ -84,6 +97,7 @@ lq_outbox_forget(void)
 	lq_slots_touched = NIL;
 	lq_tokens_touched = NIL;
 	lq_notices = NIL;
+	lq_lease_ops = NIL;
 	MemoryContextReset(lq_outbox_cxt);
 }
 
@@ -233,6 +247,42 @@ lq_outbox_grant_delete(int64 token)
 	memset(&g, 0, sizeof(g));
 	g.token = token;
 	lq_stage_grant(LQ_GRANT_OP_DELETE, &g);
+}
+
+/*
+ * Changes to the table of leased grants that sessions may release by
+ * themselves (lockq_leases.c) go out with the answers too: a grant is in
+ * it before its holder learns its token, and leaves it only once its end
+ * is committed.
+ */
+static void
+lq_stage_lease(bool put, const char *lock_id, int64 token, const char *owner,
+			   Oid role, int64 expires)
+{
+	MemoryContext old = MemoryContextSwitchTo(lq_outbox_cxt);
+	LqLeaseOp  *op = palloc0(sizeof(LqLeaseOp));
+
+	op->put = put;
+	op->lock_id = pstrdup(lock_id);
+	op->token = token;
+	op->owner = owner ? pstrdup(owner) : NULL;
+	op->role = role;
+	op->expires = expires;
+	lq_lease_ops = lappend(lq_lease_ops, op);
+	MemoryContextSwitchTo(old);
+}
+
+void
+lq_outbox_lease_put(const char *lock_id, int64 token, const char *owner,
+					Oid role, int64 expires)
+{
+	lq_stage_lease(true, lock_id, token, owner, role, expires);
+}
+
+void
+lq_outbox_lease_drop(const char *lock_id, int64 token)
+{
+	lq_stage_lease(false, lock_id, token, NULL, InvalidOid, 0);
 }
 
 /*
@@ -400,6 +450,16 @@ lq_outbox_publish(void)
 
 	foreach(lc, lq_tokens_touched)
 		lq_grants_publish(*(int64 *) lfirst(lc));
+	foreach(lc, lq_lease_ops)
+	{
+		LqLeaseOp  *op = lfirst(lc);
+
+		if (op->put)
+			lq_leases_put(op->lock_id, op->token, op->owner, op->role,
+						  op->expires);
+		else
+			lq_leases_drop(op->lock_id, op->token);
+	}
 	recheck = lq_publish_slots(lq_slots_touched, lq_batch);
 	lq_shared->sealed_batch = 0;
 	lq_outbox_forget();

@@ -42,6 +42,11 @@ extern void lq_outbox_grant_put(const LqSessionGrant *g);
 extern void lq_outbox_grant_ended(int64 token, int64 expires);
 extern void lq_outbox_grant_delete(int64 token);
 
+/* Leased grants sessions may release by themselves (lockq_leases.c). */
+extern void lq_outbox_lease_put(const char *lock_id, int64 token,
+								const char *owner, Oid role, int64 expires);
+extern void lq_outbox_lease_drop(const char *lock_id, int64 token);
+
 /* NOTIFYs for client-side waiters, sent with the commit. */
 extern void lq_outbox_notify(const char *channel, const char *event,
 							 int64 token, const char *lock_id,

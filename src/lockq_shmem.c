@@ -38,6 +38,7 @@
 
 #include "lockq_fault.h"
 #include "lockq_grants.h"
+#include "lockq_leases.h"
 #include "lockq_shmem.h"
 
 LqShared   *lq_shared = NULL;
@@ -97,9 +98,11 @@ lq_shmem_request(void)
 	RequestAddinShmemSpace(add_size(add_size(add_size(lq_shared_size(),
 													  lq_slots_size()),
 											 lq_hints_size()),
-									add_size(lq_grants_shmem_size(),
+									add_size(add_size(lq_grants_shmem_size(),
+													  lq_leases_shmem_size()),
 											 lq_fault_shmem_size())));
 	lq_grants_shmem_request();
+	lq_leases_shmem_request();
 }
 
 /*
@@ -126,6 +129,7 @@ lq_shmem_startup(void)
 	lq_hints = ShmemInitStruct("lockq held hints", lq_hints_size(),
 							   &found_hints);
 	lq_grants_shmem_startup();
+	lq_leases_shmem_startup();
 	lq_fault_shmem_startup();
 
 	if (!found_shared)
@@ -656,6 +660,8 @@ lq_slot_drop_quick(LqSlot *slot, int n)
 	slot->nquick -= n;
 	memmove(&slot->quick_tokens[0], &slot->quick_tokens[n],
 			sizeof(int64) * slot->nquick);
+	memmove(&slot->quick_ids[0], &slot->quick_ids[n],
+			sizeof(slot->quick_ids[0]) * slot->nquick);
 }
 
 /*

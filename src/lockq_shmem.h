@@ -127,6 +127,7 @@ typedef struct LqSlot
 	LqResult	res;
 	int			nquick;			/* quick releases the worker has not done */
 	int64		quick_tokens[LQ_MAX_QUICK_RELEASES];	/* oldest first */
+	char		quick_ids[LQ_MAX_QUICK_RELEASES][LQ_MAX_ID_LEN + 1];	/* their locks */
 	int			nfences;		/* session-bound grants fenced by the
 								 * backend's transaction (written by it) */
 	bool		fences_overflow;

@@ -46,6 +46,7 @@
 #include "lockq_clock.h"
 #include "lockq_fault.h"
 #include "lockq_grants.h"
+#include "lockq_leases.h"
 #include "lockq_guc.h"
 #include "lockq_ledger.h"
 #include "lockq_outbox.h"
@@ -819,6 +820,23 @@ lq_hold_lock(LqLock *lock, const LqHolder *h)
 }
 
 /*
+ * lq_offer_quick_release lets the holder of a leased grant that this batch
+ * made or renewed release it without waiting for the lock server, when
+ * the ledger says its end may be shown before its flush
+ * (lq_ledger_end_covered); otherwise it takes that away.  Seen when the
+ * batch is published (lockq_leases.c).
+ */
+static void
+lq_offer_quick_release(LqLock *lock)
+{
+	if (lq_ledger_end_covered(lock->lock_id, lock->ttl))
+		lq_outbox_lease_put(lock->lock_id, lock->token, lock->owner,
+							lock->role, lock->expires);
+	else
+		lq_outbox_lease_drop(lock->lock_id, lock->token);
+}
+
+/*
  * lq_grant makes h's owner the holder of a free lock: a new token and a
  * lease of lease microseconds from now (h's token and times are set
  * here).  A grant that outlives its session gets a row in lockq.owners, and
@@ -848,6 +866,7 @@ lq_grant(LqLock *lock, LqHolder *h, int64 lease)
 		lq_owner_row(lock, &row);
 		lq_store_owner_insert(&row, &lock->row_tid);
 		lq_ledger_lease_shown(lock->lock_id, lock->expires, lease, lock->acquired);
+		lq_offer_quick_release(lock);
 	}
 	lq_timer_arm(&lock->lease, lock->expires);
 	lq_stat_add(LQ_STAT_GRANTS, 1);
@@ -916,6 +935,7 @@ lq_set_lease(LqLock *lock, int64 expires)
 		lq_owner_row(lock, &row);
 		lq_store_owner_update(&lock->row_tid, &row);
 		lq_ledger_lease_shown(lock->lock_id, expires, expires - now, now);
+		lq_offer_quick_release(lock);
 		lq_lift_hold(lock, now);
 	}
 	lq_timer_arm(&lock->lease, expires);
@@ -1136,6 +1156,15 @@ static void
 lq_end_grant(LqLock *lock, LqEndReason why, int64 now)
 {
 	Assert(lock->held && !lock->ending);
+
+	/* no session may release it quickly from here on (lockq_leases.c) */
+	if (!lock->in_shmem)
+	{
+		if (lq_leases_begin_end(lock->lock_id, lock->token) &&
+			why == LQ_END_EXPIRE)
+			why = LQ_END_RELEASE;	/* its session released it first */
+		lq_outbox_lease_drop(lock->lock_id, lock->token);
+	}
 
 	lq_timer_disarm(&lock->lease);
 	if (lock->session_slot >= 0)
@@ -1908,16 +1937,11 @@ lq_apply_release_session(int slotno, uint64 reqid, int64 now)
  * session released its grant with this token already, and was told so.
  */
 void
-lq_state_quick_release(int64 token, int64 now)
+lq_state_quick_release(const char *lock_id, int64 token, int64 now)
 {
-	char		lock_id[LQ_MAX_ID_LEN + 1];
-	LqLock	   *lock;
+	LqLock	   *lock = lq_lock_lookup(lock_id, false);
 
-	if (!lq_grants_lock_id(token, lock_id))
-		return;
-	lock = lq_lock_lookup(lock_id, false);
-	if (lock != NULL && lock->held && !lock->ending && lock->in_shmem &&
-		lock->token == token)
+	if (lock != NULL && lock->held && !lock->ending && lock->token == token)
 		lq_end_grant(lock, LQ_END_RELEASE, now);
 }
 
@@ -2460,6 +2484,30 @@ lq_quick_queued(int64 token)
 	return queued;
 }
 
+/*
+ * lq_load_quick_leases empties the table of leased grants that sessions
+ * may release by themselves (batches put them back as they renew grants
+ * or make new ones) and ends those that sessions released already: their
+ * releases were acknowledged (load->released).
+ */
+static void
+lq_load_quick_leases(LqLoad *load)
+{
+	int			n;
+	int			i;
+	LqLeaseRef *released = lq_leases_reset(&n);
+
+	for (i = 0; i < n; i++)
+	{
+		LqLock	   *lock = lq_lock_lookup(released[i].lock_id, false);
+
+		if (lock != NULL && lock->held && !lock->ending && !lock->in_shmem &&
+			lock->token == released[i].token)
+			load->released = lappend(load->released, lock);
+	}
+	pfree(released);
+}
+
 static void
 lq_load_owner(const LqOwnerRow *row, void *arg)
 {
@@ -2659,6 +2707,7 @@ lq_state_load(int64 now, List *delays)
 	load.released = NIL;
 	lq_store_load_owners(lq_load_owner, &load);
 	LQ_FAULT("recover-after-owners");
+	lq_load_quick_leases(&load);
 	lq_load_session_grants(&load);
 	lq_store_load_queue(lq_load_waiter, &load);
 	LQ_FAULT("recover-after-queue");

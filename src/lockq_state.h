@@ -31,7 +31,8 @@ extern void lq_state_undo_grant(const LqRequest *req, const LqResult *res,
 								int64 now);
 extern void lq_state_session_end(int slotno, int pid, int64 session_start,
 								 int64 now);
-extern void lq_state_quick_release(int64 token, int64 now);
+extern void lq_state_quick_release(const char *lock_id, int64 token,
+								   int64 now);
 extern bool lq_state_run_timers(int64 now);
 extern void lq_state_fire_due_for(const char *lock_id, const char *owner,
 								  int64 now);

@@ -28,6 +28,7 @@
 #include "lockq_api.h"
 #include "lockq_clock.h"
 #include "lockq_grants.h"
+#include "lockq_leases.h"
 #include "lockq_shmem.h"
 
 PG_FUNCTION_INFO_V1(lockq_stats);
@@ -232,5 +233,37 @@ lockq_session_grants(PG_FUNCTION_ARGS)
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	pfree(grants);
+	return (Datum) 0;
+}
+
+PG_FUNCTION_INFO_V1(lockq_released_tokens);
+
+/*
+ * lockq_released_tokens lists the tokens of grants with an owner that a
+ * session released by itself (lockq_leases.c) and whose rows the lock
+ * server has yet to delete from lockq.owners: the views leave those rows
+ * out, so that they agree with the release the caller was told of.
+ */
+Datum
+lockq_released_tokens(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	LqLeaseRef *released;
+	int			n;
+	int			i;
+
+	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
+	if (!lq_is_available())
+		return (Datum) 0;
+
+	released = lq_leases_released(&n);
+	for (i = 0; i < n; i++)
+	{
+		Datum		value = Int64GetDatum(released[i].token);
+		bool		isnull = false;
+
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, &value, &isnull);
+	}
+	pfree(released);
 	return (Datum) 0;
 }

@@ -68,6 +68,7 @@
 #include "lockq_clock.h"
 #include "lockq_fault.h"
 #include "lockq_grants.h"
+#include "lockq_leases.h"
 #include "lockq_guc.h"
 #include "lockq_ledger.h"
 #include "lockq_outbox.h"
@@ -314,16 +315,20 @@ lq_handle_quick(int slotno, int64 now)
 	LqSlot	   *slot = &lq_slots[slotno];
 	int			taken = lq_outbox_quick_taken(slotno);
 	int64		token = 0;
+	char		lock_id[LQ_MAX_ID_LEN + 1];
 
 	SpinLockAcquire(&slot->mutex);
 	if (taken < slot->nquick)
+	{
 		token = slot->quick_tokens[taken];
+		strlcpy(lock_id, slot->quick_ids[taken], sizeof(lock_id));
+	}
 	SpinLockRelease(&slot->mutex);
 	if (token == 0)
 		return;					/* a stale ring entry: already applied */
 
 	lq_stat_add(LQ_STAT_REQUESTS, 1);
-	lq_state_quick_release(token, now);
+	lq_state_quick_release(lock_id, token, now);
 	lq_outbox_quick_done(slotno);
 }
 
@@ -848,6 +853,7 @@ lq_recover_installation(void)
 	if (!installed || extoid != lq_shared->grants_extoid)
 	{
 		lq_grants_clear();
+		lq_leases_clear();
 		lq_shared->grants_extoid = installed ? extoid : InvalidOid;
 	}
 	lq_ext_oid = installed ? extoid : InvalidOid;
