@@ -44,7 +44,7 @@ REGRESS = lockq_setup lockq_basic lockq_errors lockq_client lockq_views lockq_po
 REGRESS_OPTS = --temp-instance=./tmp_check --temp-config=test/regress.conf
 
 ISOLATION = lockq_try lockq_release lockq_reentrant lockq_holds lockq_wait \
-	    lockq_holds_session lockq_await lockq_revoke
+	    lockq_holds_session lockq_await lockq_revoke lockq_quick_release
 ISOLATION_OPTS = --inputdir=test --temp-instance=./tmp_check_iso \
 	--temp-config=test/isolation.conf
 
