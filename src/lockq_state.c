@@ -110,6 +110,8 @@ typedef struct LqLock
 	bool		in_deferred;
 	bool		in_shmem;		/* session-bound: in lockq_grants.c, not in
 								 * lockq.owners */
+	bool		quick;			/* offered to lockq_leases.c: its session may
+								 * release it by itself */
 	char	   *owner;
 	char	   *channel;		/* holder's NOTIFY channel, or NULL */
 	int64		token;
@@ -797,6 +799,7 @@ lq_hold_lock(LqLock *lock, const LqHolder *h)
 	lock->held = true;
 	lock->ending = false;
 	lock->in_shmem = h->in_shmem;
+	lock->quick = false;
 	lock->owner = lq_strdup(h->owner);
 	lock->channel = lq_strdup(h->channel);
 	lock->token = h->token;
@@ -830,10 +833,16 @@ static void
 lq_offer_quick_release(LqLock *lock)
 {
 	if (lq_ledger_end_covered(lock->lock_id, lock->ttl))
+	{
 		lq_outbox_lease_put(lock->lock_id, lock->token, lock->owner,
 							lock->role, lock->expires);
-	else
+		lock->quick = true;
+	}
+	else if (lock->quick)
+	{
 		lq_outbox_lease_drop(lock->lock_id, lock->token);
+		lock->quick = false;
+	}
 }
 
 /*
@@ -1158,12 +1167,13 @@ lq_end_grant(LqLock *lock, LqEndReason why, int64 now)
 	Assert(lock->held && !lock->ending);
 
 	/* no session may release it quickly from here on (lockq_leases.c) */
-	if (!lock->in_shmem)
+	if (lock->quick)
 	{
 		if (lq_leases_begin_end(lock->lock_id, lock->token) &&
 			why == LQ_END_EXPIRE)
 			why = LQ_END_RELEASE;	/* its session released it first */
 		lq_outbox_lease_drop(lock->lock_id, lock->token);
+		lock->quick = false;
 	}
 
 	lq_timer_disarm(&lock->lease);
