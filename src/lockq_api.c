@@ -1047,8 +1047,8 @@ lq_quick_release_leased(const LqRequest *req)
 		return false;
 	/* another role's release (an administrator's) takes the normal path */
 	if (!lq_leases_mark_released(req->lock_id, req->owner, req->has_token,
-								 req->token, GetUserId(), false,
-								 lq_clock_peek(), &token))
+								 req->token, GetUserId(), lq_clock_peek(),
+								 &token))
 		return false;
 	LQ_FAULT("quick-release-before-queue");
 	lq_queue_quick(slotno, req->lock_id, token);

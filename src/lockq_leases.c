@@ -109,16 +109,16 @@ lq_leases_shmem_startup(void)
 /*
  * lq_leases_mark_released releases the grant of lock_id held by owner
  * (under token, if has_token) when this table allows it: the grant is in
- * it, not ending, not released yet, unexpired at now, and the caller is its
- * role or an administrator.  Returns true with *released set to the
- * grant's token when the mark is made: that is the release, which the
- * caller must then queue for the lock server.  False changes nothing: the
- * normal path decides.
+ * it, not ending, not released yet, unexpired at now, and of the caller's
+ * role.  Returns true with *released set to the grant's token when the
+ * mark is made: that is the release, which the caller must then queue for
+ * the lock server.  False changes nothing: the normal path decides (an
+ * administrator's release of another role's grant among others).
  */
 bool
 lq_leases_mark_released(const char *lock_id, const char *owner,
-						bool has_token, int64 token, Oid role, bool admin,
-						int64 now, int64 *released)
+						bool has_token, int64 token, Oid role, int64 now,
+						int64 *released)
 {
 	LqLeaseEntry *e;
 	bool		done = false;
@@ -127,7 +127,7 @@ lq_leases_mark_released(const char *lock_id, const char *owner,
 	e = hash_search(lq_leases, lock_id, HASH_FIND, NULL);
 	if (e != NULL && !e->ending && !e->released && e->expires > now &&
 		(!has_token || e->token == token) &&
-		(admin || e->role == role) && strcmp(e->owner, owner) == 0)
+		e->role == role && strcmp(e->owner, owner) == 0)
 	{
 		e->released = true;
 		*released = e->token;
@@ -165,10 +165,11 @@ lq_leases_collect(int *n, bool empty)
 {
 	HASH_SEQ_STATUS seq;
 	LqLeaseEntry *e;
-	LqLeaseRef *refs = palloc(sizeof(LqLeaseRef) * lq_leases_max());
+	LqLeaseRef *refs;
 
 	*n = 0;
 	LWLockAcquire(lq_leases_lock, empty ? LW_EXCLUSIVE : LW_SHARED);
+	refs = palloc(sizeof(LqLeaseRef) * Max(hash_get_num_entries(lq_leases), 1));
 	hash_seq_init(&seq, lq_leases);
 	while ((e = hash_seq_search(&seq)) != NULL)
 	{
@@ -207,27 +208,27 @@ lq_leases_put(const char *lock_id, int64 token, const char *owner, Oid role,
 			  int64 expires)
 {
 	LqLeaseEntry *e;
-	bool		found;
 
 	LWLockAcquire(lq_leases_lock, LW_EXCLUSIVE);
 	e = hash_search(lq_leases, lock_id, HASH_FIND, NULL);
 	/* never past the entries allocated for it (a shared hash would grow) */
 	if (e == NULL && hash_get_num_entries(lq_leases) < lq_leases_max())
-		e = hash_search(lq_leases, lock_id, HASH_ENTER_NULL, &found);
-	else
-		found = e != NULL;
-	if (e != NULL)
 	{
-		if (!found || e->token != token)
-		{
-			e->token = token;
-			strlcpy(e->owner, owner, sizeof(e->owner));
-			e->role = role;
-			e->ending = false;
-			e->released = false;
-		}
-		e->expires = expires;
+		/* publishing must not fail: no error even if that were wrong */
+		e = hash_search(lq_leases, lock_id, HASH_ENTER_NULL, NULL);
+		if (e != NULL)
+			e->token = 0;
 	}
+	if (e != NULL && e->token != token)
+	{
+		e->token = token;
+		strlcpy(e->owner, owner, sizeof(e->owner));
+		e->role = role;
+		e->ending = false;
+		e->released = false;
+	}
+	if (e != NULL)
+		e->expires = expires;
 	LWLockRelease(lq_leases_lock);
 }
 

@@ -32,7 +32,7 @@ extern void lq_leases_shmem_startup(void);
 /* Backends. */
 extern bool lq_leases_mark_released(const char *lock_id, const char *owner,
 									bool has_token, int64 token, Oid role,
-									bool admin, int64 now, int64 *released);
+									int64 now, int64 *released);
 extern bool lq_leases_is_released(const char *lock_id, int64 token);
 extern LqLeaseRef *lq_leases_released(int *n);
 
