@@ -38,8 +38,17 @@ import psycopg
 import lockq
 
 
+_say_lock = threading.Lock()
+
+
 def say(*words):
-    print(*words, flush=True)
+    """One whole line per call: print() writes its words and the newline
+    apart, and a thread that takes the GIL between them (the work thread
+    after a block) would splice its line into ours."""
+    line = " ".join(str(w) for w in words) + "\n"
+    with _say_lock:
+        sys.stdout.write(line)
+        sys.stdout.flush()
 
 
 def work(lease, poll):
