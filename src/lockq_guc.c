@@ -33,6 +33,7 @@ int			lockq_max_waiters = 100000;
 int			lockq_batch_size = 1024;
 bool		lockq_synchronous_grants = false;
 int			lockq_max_grace = 60;
+int			lockq_max_unsettled_rate = 200;
 int			lockq_session_locks_per_backend = 64;
 int			lockq_table_lock_timeout = 2000;
 int			lockq_fence_timeout = 10000;
@@ -96,6 +97,14 @@ lq_guc_define(void)
 							&lockq_max_grace,
 							60, 0, 3600,
 							PGC_SIGHUP, GUC_UNIT_S,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("lockq.max_unsettled_rate",
+							"Sets how many locks per second may be made unsettled one at a time.",
+							"Each costs a flush, and a crash delays only those locks.  Above this rate all locks are made unsettled together, and a crash delays every lock (see DESIGN.md, \"Unsettled locks\").  -1: always one at a time.",
+							&lockq_max_unsettled_rate,
+							200, -1, INT_MAX,
+							PGC_SIGHUP, 0,
 							NULL, NULL, NULL);
 
 	/*

@@ -296,6 +296,33 @@ lq_leases_revoke(const char *lock_id)
 }
 
 /*
+ * lq_leases_revoke_all takes every grant out of the table before the wide
+ * marker settles (any of them may rely on it), unless a session has
+ * released one that the lock server has not yet ended: then it returns
+ * false and changes nothing.  Lock server only.
+ */
+bool
+lq_leases_revoke_all(void)
+{
+	HASH_SEQ_STATUS seq;
+	LqLeaseEntry *e;
+	bool		released = false;
+
+	LWLockAcquire(lq_leases_lock, LW_EXCLUSIVE);
+	hash_seq_init(&seq, lq_leases);
+	while ((e = hash_seq_search(&seq)) != NULL)
+		released |= e->released;
+	if (!released)
+	{
+		hash_seq_init(&seq, lq_leases);
+		while ((e = hash_seq_search(&seq)) != NULL)
+			hash_search(lq_leases, e->lock_id, HASH_REMOVE, NULL);
+	}
+	LWLockRelease(lq_leases_lock);
+	return !released;
+}
+
+/*
  * lq_leases_reset empties the table and returns (palloc'd, *n of them) the
  * grants that sessions released and the lock server had not yet ended: the
  * caller, a lock server loading its state, ends them.  Everything else is

@@ -42,6 +42,7 @@ extern void lq_leases_put(const char *lock_id, int64 token, const char *owner,
 extern void lq_leases_drop(const char *lock_id, int64 token);
 extern bool lq_leases_begin_end(const char *lock_id, int64 token);
 extern bool lq_leases_revoke(const char *lock_id);
+extern bool lq_leases_revoke_all(void);
 extern LqLeaseRef *lq_leases_reset(int *n);
 extern void lq_leases_clear(void);
 

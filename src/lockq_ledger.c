@@ -32,6 +32,15 @@
  *	  it has been quiet for LQ_UNSETTLED_SLACK_US: the row is deleted, in
  *	  any batch (WAL is sequential: if the delete survives a crash, so did
  *	  everything it covered).
+ *	- Under a stream of locks that each need a row of their own (more than
+ *	  lockq.max_unsettled_rate per second: a lock per job, say), one flush
+ *	  per lock would bound the lock server by the disk.  Then every lock is
+ *	  made unsettled at once instead, by the *wide* row (lock_id '', which
+ *	  no lock id can be): its until covers every lease shown relying on it
+ *	  and its fence_ttl is lockq.max_grace.  After a crash it delays every
+ *	  lock and ends every grant with a ttl up to it, as a row of each lock
+ *	  would have; it is raised once per LQ_UNSETTLED_SLACK_US of a stream,
+ *	  not once per lock.
  *
  * Everything here runs in the lock server, inside its batch transaction.
  * What a batch changes in memory is undone if it fails (lq_ledger_discard).
@@ -64,6 +73,8 @@
 #define LQ_UNSETTLED_SLACK_US	(INT64CONST(2) * 1000000)
 /* How often quiet unsettled locks are settled. */
 #define LQ_SETTLE_PERIOD_US		(INT64CONST(1) * 1000000)
+/* The key of the wide marker: no lock id is empty. */
+#define LQ_WIDE_ID				""
 
 /* An unsettled lock; its row is in lockq.unsettled (tid). */
 typedef struct LqMarker
@@ -101,6 +112,11 @@ static bool lq_file_dirty = false;
 static bool lq_stopping = false;
 static List *lq_undo = NIL;		/* of LqMarkerUndo, in lq_ledger_cxt */
 static List *lq_relied = NIL;	/* lock ids whose markers this batch relied on */
+
+/* Changes that needed a marker of their lock's own, this second and the last. */
+static int64 lq_rate_start = 0;
+static int	lq_rate_now = 0;
+static int	lq_rate_last = 0;
 
 /*
  * lq_markers_reset forgets the unsettled locks (their rows stay).
@@ -309,15 +325,58 @@ lq_marker_remove(LqMarker *m)
 }
 
 /*
+ * lq_wide_marker is asked for a change of a lock new to the rules (its
+ * first grant, or that grant's end) that its own marker does not cover: a
+ * lease shown until expires (ttl 0), or the early end of a grant with this
+ * ttl (expires 0).  It counts such changes per second, and
+ * returns the wide marker if that covers the change, or if their rate is
+ * above lockq.max_unsettled_rate and it was made to cover it (written in
+ * this batch, which is then flushed).  NULL: the lock needs a marker of
+ * its own.
+ */
+static LqMarker *
+lq_wide_marker(int64 now, int64 expires, int64 ttl)
+{
+	LqMarker   *w;
+
+	if (now - lq_rate_start >= USECS_PER_SEC)
+	{
+		lq_rate_last = now - lq_rate_start < 2 * USECS_PER_SEC ? lq_rate_now : 0;
+		lq_rate_now = 0;
+		lq_rate_start = now;
+	}
+	lq_rate_now++;
+	w = hash_search(lq_markers, LQ_WIDE_ID, HASH_FIND, NULL);
+	if (w != NULL && w->until >= expires && w->fence_ttl >= ttl)
+	{
+		lq_marker_relied(w, now);
+		return w;
+	}
+	if (lockq_max_unsettled_rate < 0 ||
+		Max(lq_rate_now, lq_rate_last) <= lockq_max_unsettled_rate)
+		return NULL;
+	w = lq_marker_touch(LQ_WIDE_ID, true);
+	if (expires > 0)
+		w->until = Max(w->until, expires + LQ_UNSETTLED_SLACK_US);
+	w->fence_ttl = Max(w->fence_ttl, (int64) lockq_max_grace * USECS_PER_SEC);
+	lq_marker_relied(w, now);
+	lq_marker_write(w);
+	lq_flush = true;
+	return w;
+}
+
+/*
  * lq_ledger_lease_shown is told of every lease end a batch will show for a
  * grant that outlives its session (a grant, a renewal, a confirmation).
  * A long lease (or any, with lockq.synchronous_grants) needs the batch
  * flushed; a short one needs the lock unsettled with an until beyond the
- * lease end, which is made so (and flushed) if it is not yet.
+ * lease end, which is made so (and flushed) if it is not yet: by the wide
+ * marker for a change of a lock new to the rules (new_lock) under a stream
+ * of them, else by the lock's own.
  */
 void
 lq_ledger_lease_shown(const char *lock_id, int64 expires, int64 lease_us,
-					  int64 now)
+					  int64 now, bool new_lock)
 {
 	LqMarker   *m;
 
@@ -333,11 +392,15 @@ lq_ledger_lease_shown(const char *lock_id, int64 expires, int64 lease_us,
 		lq_marker_relied(m, now);
 		return;
 	}
-	m = lq_marker_touch(lock_id, true);
-	m->until = expires + LQ_UNSETTLED_SLACK_US;
-	lq_marker_relied(m, now);
-	lq_marker_write(m);
-	lq_flush = true;
+	m = new_lock ? lq_wide_marker(now, expires, 0) : NULL;
+	if (m == NULL)
+	{
+		m = lq_marker_touch(lock_id, true);
+		m->until = expires + LQ_UNSETTLED_SLACK_US;
+		lq_marker_relied(m, now);
+		lq_marker_write(m);
+		lq_flush = true;
+	}
 }
 
 /*
@@ -351,7 +414,7 @@ lq_ledger_lease_shown(const char *lock_id, int64 expires, int64 lease_us,
  * grant survives a crash unless its own end was lost with it.
  */
 void
-lq_ledger_end_shown(const char *lock_id, int64 ttl, int64 now)
+lq_ledger_end_shown(const char *lock_id, int64 ttl, int64 now, bool new_lock)
 {
 	int64		max_grace = (int64) lockq_max_grace * USECS_PER_SEC;
 	LqMarker   *m;
@@ -367,11 +430,15 @@ lq_ledger_end_shown(const char *lock_id, int64 ttl, int64 now)
 		lq_marker_relied(m, now);
 		return;
 	}
-	m = lq_marker_touch(lock_id, true);
-	m->fence_ttl = max_grace;
-	lq_marker_relied(m, now);
-	lq_marker_write(m);
-	lq_flush = true;
+	m = new_lock ? lq_wide_marker(now, 0, ttl) : NULL;
+	if (m == NULL)
+	{
+		m = lq_marker_touch(lock_id, true);
+		m->fence_ttl = max_grace;
+		lq_marker_relied(m, now);
+		lq_marker_write(m);
+		lq_flush = true;
+	}
 }
 
 /*
@@ -390,6 +457,9 @@ lq_ledger_end_covered(const char *lock_id, int64 ttl)
 		ttl > (int64) lockq_max_grace * USECS_PER_SEC)
 		return false;
 	m = hash_search(lq_markers, lock_id, HASH_FIND, NULL);
+	if (m != NULL && m->fence_ttl >= ttl)
+		return true;
+	m = hash_search(lq_markers, LQ_WIDE_ID, HASH_FIND, NULL);
 	return m != NULL && m->fence_ttl >= ttl;
 }
 
@@ -445,8 +515,12 @@ lq_ledger_settle_markers(int64 now)
 	}
 	foreach(lc, done)
 	{
-		/* not while a release made relying on it waits to be applied */
-		if (!lq_leases_revoke(lfirst(lc)))
+		/*
+		 * not while a release made relying on it waits to be applied (on
+		 * the wide marker, any release)
+		 */
+		if (*(char *) lfirst(lc) == '\0' ? !lq_leases_revoke_all() :
+			!lq_leases_revoke(lfirst(lc)))
 			continue;
 		m = lq_marker_touch(lfirst(lc), false);
 		if (m != NULL)

@@ -52,8 +52,9 @@ extern int64 lq_ledger_tick(void);
 extern void lq_ledger_extend_clock(int64 now);
 extern int64 lq_ledger_next_token(void);
 extern void lq_ledger_lease_shown(const char *lock_id, int64 expires,
-								  int64 lease_us, int64 now);
-extern void lq_ledger_end_shown(const char *lock_id, int64 ttl, int64 now);
+								  int64 lease_us, int64 now, bool new_lock);
+extern void lq_ledger_end_shown(const char *lock_id, int64 ttl, int64 now,
+								bool new_lock);
 extern bool lq_ledger_end_covered(const char *lock_id, int64 ttl);
 extern void lq_ledger_hold_lifted(const char *lock_id);
 

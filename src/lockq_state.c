@@ -139,6 +139,8 @@ typedef struct LqLock
 	dlist_node	deferred_node;	/* in lq_deferred */
 	dlist_head	queue;			/* of LqWaiter, head is next */
 	int			nwaiters;
+	int			durable_changes;	/* leases and early ends shown since the
+									 * rules met it (lq_lock_is_new) */
 } LqLock;
 
 typedef struct LqWaiterKey
@@ -250,6 +252,10 @@ static int	lq_nsession_grants = 0; /* in lockq_grants.c, or about to be */
 static int	lq_ndelayed = 0;	/* locks delayed after a restart */
 static HTAB *lq_roles = NULL;	/* LqRoleUsage by role */
 static int64 lq_delay_max = 0;	/* the latest of their ends */
+static void lq_delay_new_lock(LqLock *lock);
+static int64 lq_all_until = 0;	/* after a crash with every lock unsettled
+								 * (the wide marker): no lock is granted
+								 * before */
 
 /*
  * Queue lengths, for the longest queue (lockq_stats.longest_queue) in
@@ -459,6 +465,7 @@ lq_state_reset(void)
 	lq_nsession_grants = 0;
 	lq_ndelayed = 0;
 	lq_delay_max = 0;
+	lq_all_until = 0;
 	lq_qlen_locks = NULL;		/* went with the context */
 	lq_qlen_size = 0;
 	lq_longest = 0;
@@ -591,8 +598,45 @@ lq_lock_lookup(const char *lock_id, bool create)
 		lock->delay.memory_only = false;
 		dlist_init(&lock->queue);
 		lock->nwaiters = 0;
+		lock->durable_changes = 0;
+		if (lq_all_until > 0)
+			lq_delay_new_lock(lock);
 	}
 	return lock;
+}
+
+/*
+ * lq_delay_new_lock delays a lock the rules meet for the first time while
+ * every lock is delayed after a crash (lq_all_until), as the locks named
+ * in lockq.unsettled are delayed when they are loaded.
+ */
+static void
+lq_delay_new_lock(LqLock *lock)
+{
+	if (lq_all_until <= lq_clock_peek())
+	{
+		lq_all_until = 0;
+		return;
+	}
+	lock->lost_until = lq_all_until;
+	lock->delay_until = lq_all_until;
+	lq_timer_arm(&lock->delay, lq_all_until);
+	lq_ndelayed++;
+	lq_delay_max = Max(lq_delay_max, lq_all_until);
+}
+
+/*
+ * lq_lock_is_new: is this change (a lease or an early end shown) one of the
+ * first two of the lock since the rules met it, its first grant and the
+ * end of that?  Only such changes may rely on the wide marker (see
+ * lockq_ledger.c) and count towards lockq.max_unsettled_rate: a lock that
+ * keeps changing hands gets a marker of its own, which one flush every
+ * 2 s keeps covering it.
+ */
+static bool
+lq_lock_is_new(LqLock *lock)
+{
+	return lock->durable_changes++ < 2;
 }
 
 /*
@@ -874,7 +918,8 @@ lq_grant(LqLock *lock, LqHolder *h, int64 lease)
 	{
 		lq_owner_row(lock, &row);
 		lq_store_owner_insert(&row, &lock->row_tid);
-		lq_ledger_lease_shown(lock->lock_id, lock->expires, lease, lock->acquired);
+		lq_ledger_lease_shown(lock->lock_id, lock->expires, lease, lock->acquired,
+							  lq_lock_is_new(lock));
 		lq_offer_quick_release(lock);
 	}
 	lq_timer_arm(&lock->lease, lock->expires);
@@ -943,7 +988,8 @@ lq_set_lease(LqLock *lock, int64 expires)
 
 		lq_owner_row(lock, &row);
 		lq_store_owner_update(&lock->row_tid, &row);
-		lq_ledger_lease_shown(lock->lock_id, expires, expires - now, now);
+		lq_ledger_lease_shown(lock->lock_id, expires, expires - now, now,
+							  lq_lock_is_new(lock));
 		lq_offer_quick_release(lock);
 		lq_lift_hold(lock, now);
 	}
@@ -1222,7 +1268,8 @@ lq_end_grant(LqLock *lock, LqEndReason why, int64 now)
 		 */
 		lock->expires = now;
 		if (!lock->in_shmem)
-			lq_ledger_end_shown(lock->lock_id, lock->ttl, now);
+			lq_ledger_end_shown(lock->lock_id, lock->ttl, now,
+								lq_lock_is_new(lock));
 	}
 	lq_finish_end(lock, now);
 }
@@ -1431,8 +1478,9 @@ lq_grant_next(LqLock *lock, int64 now)
 static bool
 lq_lock_is_free(LqLock *lock, int64 now)
 {
-	return lock == NULL ||
-		(!lock->held && lock->nwaiters == 0 && now >= lock->delay_until);
+	if (lock == NULL)
+		return now >= lq_all_until;
+	return !lock->held && lock->nwaiters == 0 && now >= lock->delay_until;
 }
 
 /*
@@ -2425,10 +2473,14 @@ lq_state_oversized(Size *held)
 void
 lq_state_publish_gauges(void)
 {
+	/* a delay of every lock counts once, for alerts on delayed_locks > 0 */
+	bool		all = lq_all_until > lq_clock_peek();
+
 	pg_atomic_write_u64(&lq_shared->holders, (uint64) lq_nholders);
 	pg_atomic_write_u64(&lq_shared->waiters, (uint64) lq_nwaiters);
-	pg_atomic_write_u64(&lq_shared->delayed, (uint64) lq_ndelayed);
-	pg_atomic_write_u64(&lq_shared->delay_max, (uint64) lq_delay_max);
+	pg_atomic_write_u64(&lq_shared->delayed, (uint64) lq_ndelayed + (all ? 1 : 0));
+	pg_atomic_write_u64(&lq_shared->delay_max,
+						(uint64) (all ? Max(lq_delay_max, lq_all_until) : lq_delay_max));
 	pg_atomic_write_u64(&lq_shared->state_bytes,
 						(uint64) MemoryContextMemAllocated(lq_state_cxt, true));
 	pg_atomic_write_u64(&lq_shared->longest_queue, (uint64) lq_longest);
@@ -2694,17 +2746,26 @@ lq_state_load(int64 now, List *delays)
 	HASH_SEQ_STATUS seq;
 	LqLock	   *lock;
 	List	   *orphans = NIL;
+	int64		all_until = 0;
 
 	lq_state_reset();
+	/* the wide marker delays every lock, named here or not */
 	foreach(lc, delays)
 	{
 		LqDelay    *d = lfirst(lc);
-		int64		until = Max(d->until, d->hold_until);
 
-		if (until <= now)
+		if (d->lock_id[0] == '\0' && d->until > now)
+			all_until = Max(all_until, d->until);
+	}
+	foreach(lc, delays)
+	{
+		LqDelay    *d = lfirst(lc);
+		int64		until = Max(Max(d->until, d->hold_until), all_until);
+
+		if (until <= now || d->lock_id[0] == '\0')
 			continue;
 		lock = lq_lock_lookup(d->lock_id, true);
-		lock->lost_until = d->until;
+		lock->lost_until = Max(d->until, all_until);
 		lock->hold_token = d->hold_token;
 		lock->hold_until = d->hold_until;
 		lock->delay_until = until;
@@ -2712,6 +2773,7 @@ lq_state_load(int64 now, List *delays)
 		lq_ndelayed++;
 		lq_delay_max = Max(lq_delay_max, until);
 	}
+	lq_all_until = all_until;
 	load.now = now;
 	load.stale = NIL;
 	load.released = NIL;

@@ -645,21 +645,35 @@ lq_settle_list(const char *query, Oid *types, Datum *values, char **list)
  * earliest the stop can have happened.  Afterwards the rows of
  * lockq.unsettled say only how long each lock is delayed.
  */
+/*
+ * The fence_ttl that covers a grant of lockq.owners alias a after a crash:
+ * its lock's own marker's or the wide marker's, whichever is larger (NULL:
+ * neither is there).
+ */
+#define LQ_FENCE_OF(a) \
+	"greatest((SELECT fence_ttl FROM lockq.unsettled" \
+	"           WHERE lock_id OPERATOR(pg_catalog.=) " a ".lock_id)," \
+	"         (SELECT fence_ttl FROM lockq.unsettled" \
+	"           WHERE lock_id OPERATOR(pg_catalog.=) ''))"
+
 void
 lq_store_settle(int64 now, bool continuous, int64 low)
 {
 	Datum		values[3];
 	Oid			types[3] = {INT8OID, BOOLOID, INT8OID};
 	static const char *const steps[] = {
-		/* grants whose end may have been shown unflushed end */
-		"WITH dead AS (DELETE FROM lockq.owners o USING lockq.unsettled u"
-		"  WHERE o.lock_id OPERATOR(pg_catalog.=) u.lock_id"
-		"    AND o.ttl OPERATOR(pg_catalog.<=) u.fence_ttl"
+		/*
+		 * grants whose end may have been shown unflushed end; the wide
+		 * marker (lock_id '') covers every lock, and waits for all of them
+		 */
+		"WITH dead AS (DELETE FROM lockq.owners o"
+		"  WHERE o.ttl OPERATOR(pg_catalog.<=) " LQ_FENCE_OF("o") ""
 		"  RETURNING o.lock_id, o.expires)"
 		" UPDATE lockq.unsettled u"
 		"  SET until = greatest(u.until, d.expires)"
 		"  FROM (SELECT lock_id, pg_catalog.max(expires) AS expires FROM dead"
-		"        GROUP BY lock_id) d"
+		"        GROUP BY lock_id"
+		"        UNION ALL SELECT '', pg_catalog.max(expires) FROM dead) d"
 		"  WHERE u.lock_id OPERATOR(pg_catalog.=) d.lock_id",
 		/* the delays, in the new clock's time */
 		"UPDATE lockq.unsettled"
@@ -697,9 +711,8 @@ lq_store_settle(int64 now, bool continuous, int64 low)
 	values[2] = Int64GetDatum(low);
 	nended = lq_settle_list("SELECT count(*), pg_catalog.string_agg(s, ', ') FROM"
 							" (SELECT o.lock_id || ' (token ' || o.token || ')' AS s"
-							"   FROM lockq.owners o JOIN lockq.unsettled u"
-							"     ON o.lock_id OPERATOR(pg_catalog.=) u.lock_id"
-							"  WHERE o.ttl OPERATOR(pg_catalog.<=) u.fence_ttl"
+							"   FROM lockq.owners o"
+							"  WHERE o.ttl OPERATOR(pg_catalog.<=) " LQ_FENCE_OF("o") ""
 							"  ORDER BY o.lock_id) l",
 							types, values, &ended);
 	for (i = 0; i < lengthof(steps); i++)
@@ -711,7 +724,8 @@ lq_store_settle(int64 now, bool continuous, int64 low)
 			elog(ERROR, "could not settle lockq's state after a restart (step %d)", i + 1);
 	}
 	ndelayed = lq_settle_list("SELECT count(*), pg_catalog.string_agg(lock_id, ', ') FROM"
-							  " (SELECT lock_id FROM lockq.unsettled"
+							  " (SELECT CASE lock_id WHEN '' THEN '(every lock)' ELSE lock_id END"
+							  "    AS lock_id FROM lockq.unsettled"
 							  "   WHERE greatest(delay_until, hold_until) OPERATOR(pg_catalog.>) $1"
 							  "   ORDER BY lock_id) l",
 							  types, values, &delayed);

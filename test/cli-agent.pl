@@ -24,6 +24,15 @@ use Time::HiRes qw(time);
 
 $| = 1;
 my ($lockq, $dsn, $dir) = @ARGV;
+
+# lockq must be born with SIGINT's default action: "cancel" counts on a ^C
+# that comes before lockq has set its handlers killing it.  A test run
+# started as a background job of a non-interactive shell ("make check &")
+# ignores SIGINT (and SIGQUIT), and an ignored disposition is inherited
+# through fork and exec: such a ^C was discarded by the kernel, and lockq,
+# its handlers set later, waited for the lock forever.  Set here, before
+# any fork, so that no child has an ignoring moment.
+$SIG{INT} = 'DEFAULT';
 my ($pid, $out, $file, $t0, $acquired, $releasing);
 my $sel = IO::Select->new(\*STDIN);
 my ($inbuf, $outbuf) = ('', '');
