@@ -444,12 +444,14 @@ lq_ledger_end_shown(const char *lock_id, int64 ttl, int64 now, bool new_lock)
 /*
  * lq_ledger_end_covered: may the end of this grant (of lock_id, with this
  * ttl) be shown before its flush, with no flush of this batch to make it
- * so?  Then its lock is unsettled with a fence_ttl that covers ttl, written
- * by a batch that was flushed before anyone learned of it, and a session
- * may release the grant by itself (lockq_leases.c).
+ * so?  Then its lock is unsettled with a fence_ttl that covers ttl (its own
+ * marker, or the wide one), written by a batch that was flushed before
+ * anyone learned of it, and a session may release the grant by itself
+ * (lockq_leases.c).  The batch relies on that marker: it must not settle
+ * at the end of this batch, after which the grant is put in the table.
  */
 bool
-lq_ledger_end_covered(const char *lock_id, int64 ttl)
+lq_ledger_end_covered(const char *lock_id, int64 ttl, int64 now)
 {
 	LqMarker   *m;
 
@@ -457,10 +459,12 @@ lq_ledger_end_covered(const char *lock_id, int64 ttl)
 		ttl > (int64) lockq_max_grace * USECS_PER_SEC)
 		return false;
 	m = hash_search(lq_markers, lock_id, HASH_FIND, NULL);
-	if (m != NULL && m->fence_ttl >= ttl)
-		return true;
-	m = hash_search(lq_markers, LQ_WIDE_ID, HASH_FIND, NULL);
-	return m != NULL && m->fence_ttl >= ttl;
+	if (m == NULL || m->fence_ttl < ttl)
+		m = hash_search(lq_markers, LQ_WIDE_ID, HASH_FIND, NULL);
+	if (m == NULL || m->fence_ttl < ttl)
+		return false;
+	lq_marker_relied(m, now);
+	return true;
 }
 
 /*

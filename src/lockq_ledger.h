@@ -55,7 +55,7 @@ extern void lq_ledger_lease_shown(const char *lock_id, int64 expires,
 								  int64 lease_us, int64 now, bool new_lock);
 extern void lq_ledger_end_shown(const char *lock_id, int64 ttl, int64 now,
 								bool new_lock);
-extern bool lq_ledger_end_covered(const char *lock_id, int64 ttl);
+extern bool lq_ledger_end_covered(const char *lock_id, int64 ttl, int64 now);
 extern void lq_ledger_hold_lifted(const char *lock_id);
 
 #endif							/* LOCKQ_LEDGER_H */

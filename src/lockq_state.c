@@ -874,9 +874,9 @@ lq_hold_lock(LqLock *lock, const LqHolder *h)
  * batch is published (lockq_leases.c).
  */
 static void
-lq_offer_quick_release(LqLock *lock)
+lq_offer_quick_release(LqLock *lock, int64 now)
 {
-	if (lq_ledger_end_covered(lock->lock_id, lock->ttl))
+	if (lq_ledger_end_covered(lock->lock_id, lock->ttl, now))
 	{
 		lq_outbox_lease_put(lock->lock_id, lock->token, lock->owner,
 							lock->role, lock->expires);
@@ -920,7 +920,7 @@ lq_grant(LqLock *lock, LqHolder *h, int64 lease)
 		lq_store_owner_insert(&row, &lock->row_tid);
 		lq_ledger_lease_shown(lock->lock_id, lock->expires, lease, lock->acquired,
 							  lq_lock_is_new(lock));
-		lq_offer_quick_release(lock);
+		lq_offer_quick_release(lock, lock->acquired);
 	}
 	lq_timer_arm(&lock->lease, lock->expires);
 	lq_stat_add(LQ_STAT_GRANTS, 1);
@@ -990,7 +990,7 @@ lq_set_lease(LqLock *lock, int64 expires)
 		lq_store_owner_update(&lock->row_tid, &row);
 		lq_ledger_lease_shown(lock->lock_id, expires, expires - now, now,
 							  lq_lock_is_new(lock));
-		lq_offer_quick_release(lock);
+		lq_offer_quick_release(lock, now);
 		lq_lift_hold(lock, now);
 	}
 	lq_timer_arm(&lock->lease, expires);
