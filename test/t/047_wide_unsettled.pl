@@ -5,7 +5,8 @@
 # not, until the leases that may have been lost have ended.  With
 # lockq.max_unsettled_rate = -1 the same stream costs a flush per batch and
 # a crash delays only the locks it touched (026_scoped_delay has the rest
-# of that case).
+# of that case).  Last, a quick release covered only by the wide marker:
+# the crash after it must not bring the released grant back.
 #
 # Copyright (c) 2026, lockq developers
 # This file is part of lockq, released under the PostgreSQL License
@@ -119,4 +120,64 @@ is(scalar_query($node, q{SELECT lockq_try('never:3', 'e') IS NOT NULL}), 't',
 	'after a crash an unused lock id is granted at once');
 
 $node->stop;
+
+# --- a quick release covered only by the wide marker's fence ------------
+# L has a marker of its own that covers its leases but no release (it was
+# only renewed), so the release of its grant may be answered by the
+# session only thanks to the wide marker's fence.  The batch that renews
+# L (and so lets its session release it by itself) must keep the wide
+# marker from settling at its end: else the grant is put in the table of
+# quick releases after the wide row is deleted, its release is answered,
+# and a crash before the lock server has written that release brings the
+# grant back (I1).  The lock server is stalled for more than the 2 s after
+# which a quiet marker settles, with the renewal waiting.
+my $q = lockq_node('wide2', conf => "lockq.max_unsettled_rate = 50\nrestart_after_crash = on\n");
+fault_functions($q);
+my $tl = scalar_query($q, q{SELECT lockq_try('L', 'a', '30 s')});
+scalar_query($q, qq{SELECT lockq_renew('L', 'a', $tl)}) for 1 .. 2;
+# sessions that use lockq before the lock server is stalled
+my @sess = map { my $b = $q->background_psql('postgres'); $b->query_safe("SELECT lockq_holds('none', 1)"); $b } 1 .. 2;
+is(scalar_query($q, q{
+	SELECT count(*) FROM generate_series(1, 1000) i
+	 WHERE lockq_release('s:' || i, 'w', lockq_try('s:' || i, 'w', '3 seconds'))}),
+	'1000', 'a stream of first-time locks');
+is(scalar_query($q, q{SELECT count(*) FROM lockq.unsettled WHERE lock_id = '' AND fence_ttl > 0}), '1',
+	'makes the wide marker');
+is(scalar_query($q, q{SELECT fence_ttl FROM lockq.unsettled WHERE lock_id = 'L'}), '0',
+	"L's own marker covers no release");
+
+sub stall
+{
+	my ($n) = @_;
+	$q->safe_psql('postgres', "SELECT lockq_fault_arm('batch-start', 'wait')");
+	my $nudge = start_waiter($q, 'nudge', "SELECT lockq_try('nudge', 'n');");
+	ok(fault_fired($q, 'batch-start', $n), 'the lock server is stalled');
+	return $nudge;
+}
+my $nudge = stall(1);
+$sess[0]->{stdin} .= "SELECT 'renewed=' || lockq_renew('L', 'a', $tl);\n";
+$sess[0]->{run}->pump_nb();
+my $t_stall = time();
+# more than the 2 s after which a quiet marker settles
+ok($q->poll_query_until('postgres', "SELECT extract(epoch FROM clock_timestamp()) > $t_stall + 2.5"),
+	'2.5 s pass');
+$sess[1]->query_safe("SELECT lockq_fault_disarm('batch-start'); SELECT lockq_fault_wakeup('batch-start')");
+is(waiter_result($sess[0], qr/renewed=(\w)/), 't', 'L is renewed in the batch after the stall');
+end_session($nudge);
+my $fired = scalar_query($q, q{SELECT fired FROM lockq_faults() WHERE name = 'batch-start'});
+$nudge = stall($fired + 1);
+is($sess[1]->query_safe(qq{SELECT lockq_release('L', 'a', $tl)}), 't',
+	"L's release is answered while the lock server is stalled");
+is($sess[1]->query_safe(qq{SELECT lockq_holds('L', $tl)}), 'f', 'lockq_holds is false');
+my $lsn = $sess[1]->query_safe('SELECT pg_current_wal_insert_lsn()');
+chomp $lsn;
+ok($q->poll_query_until('postgres', "SELECT pg_current_wal_flush_lsn() >= '$lsn'::pg_lsn"),
+	'everything before the release has reached the disk');
+crash_restart($q);
+end_session($_) for ($nudge, @sess);
+wait_for_worker($q);
+is(scalar_query($q, qq{SELECT lockq_holds('L', $tl)}), 'f',
+	'after a crash the released grant does not hold again');
+is(scalar_query($q, qq{SELECT lockq_renew('L', 'a', $tl)}), 'f', 'nor can it be renewed');
+$q->stop;
 done_testing();
