@@ -6,7 +6,8 @@
 # picks seeded random faults from the table below (kill -9 of the
 # postmaster and restart, pg_ctl restart, termination of the lock server or
 # of a client backend, maintenance commands on lockq's tables (VACUUM FULL,
-# CLUSTER, REINDEX ...), pg_dump under load, and, in a build with fault
+# CLUSTER, REINDEX ...), pg_dump under load, a change of
+# lockq.max_unsettled_rate, and, in a build with fault
 # injection, injection points), and after each waits until the clients
 # have made progress again.  At the end the last dump is restored into a
 # new cluster, whose tokens must be above every token of the run.
@@ -44,7 +45,9 @@ my %FAULTS = (
 	term_client => 3,    # pg_terminate_backend of a random client backend
 	point => 4,          # an injection point from @POINTS
 	maint => 3,          # a maintenance command on lockq's tables (@MAINT)
-	dump => 1,);         # pg_dump of the database (restored at the end)
+	dump => 1,           # pg_dump of the database (restored at the end)
+	scope => 2,);        # lockq.max_unsettled_rate set to 0 (every lock
+	                     # unsettled at once, by the wide marker), 200 or -1
 
 # Maintenance commands a DBA may run on lockq's tables at any moment; the
 # rewrites make the lock server load its state anew before it writes.
@@ -139,9 +142,12 @@ sub rnd
 # --- the node ---------------------------------------------------------------------
 # A short max_grace keeps the grace period after each crash short; a long
 # wal_writer_delay leaves unflushed batches (releases, queueing, short
-# leases) in WAL buffers for longer, where a crash loses them.
+# leases) in WAL buffers for longer, where a crash loses them.  The run
+# starts with every lock unsettled at once (the wide marker) and the
+# nemesis changes that ('scope').
 my $node = lockq_node('torture', conf => q{
 lockq.max_grace = '2s'
+lockq.max_unsettled_rate = 0
 restart_after_crash = on
 max_connections = 60
 wal_writer_delay = '1s'
@@ -276,6 +282,18 @@ sub inject
 			return undef;
 		}
 		return $cmd;
+	}
+	if ($kind eq 'scope')
+	{
+		my $rate = (0, 200, -1)[ rnd(3) ];
+		my ($okay, $out, $err) = sql_ok("ALTER SYSTEM SET lockq.max_unsettled_rate = $rate");
+		if (!$okay)
+		{
+			note("lockq.max_unsettled_rate: $err");
+			return undef;
+		}
+		sql_ok('SELECT pg_reload_conf()');
+		return "lockq.max_unsettled_rate = $rate";
 	}
 	if ($kind eq 'dump')
 	{
