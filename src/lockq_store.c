@@ -703,8 +703,10 @@ lq_store_settle(int64 now, bool continuous, int64 low)
 	int			i;
 	int64		nended;
 	int64		ndelayed;
+	bool		every;
 	char	   *ended;
 	char	   *delayed;
+	char	   *unused;
 
 	values[0] = Int64GetDatum(now);
 	values[1] = BoolGetDatum(continuous);
@@ -724,18 +726,29 @@ lq_store_settle(int64 now, bool continuous, int64 low)
 			elog(ERROR, "could not settle lockq's state after a restart (step %d)", i + 1);
 	}
 	ndelayed = lq_settle_list("SELECT count(*), pg_catalog.string_agg(lock_id, ', ') FROM"
-							  " (SELECT CASE lock_id WHEN '' THEN '(every lock)' ELSE lock_id END"
-							  "    AS lock_id FROM lockq.unsettled"
+							  " (SELECT lock_id FROM lockq.unsettled"
 							  "   WHERE greatest(delay_until, hold_until) OPERATOR(pg_catalog.>) $1"
+							  "     AND lock_id OPERATOR(pg_catalog.<>) ''"
 							  "   ORDER BY lock_id) l",
 							  types, values, &delayed);
+	every = lq_settle_list("SELECT count(*), NULL FROM lockq.unsettled"
+						   " WHERE lock_id OPERATOR(pg_catalog.=) ''"
+						   "   AND delay_until OPERATOR(pg_catalog.>) $1",
+						   types, values, &unused) > 0;
 	if (nended > 0)
 		ereport(LOG,
 				(errmsg_plural("lockq ended %lld grant whose end may have been shown before it was flushed",
 							   "lockq ended %lld grants whose end may have been shown before it was flushed",
 							   nended, (long long) nended),
 				 errdetail("Locks and tokens: %s.", ended)));
-	if (ndelayed > 0)
+	if (every)
+		ereport(LOG,
+				(errmsg("lockq delays every lock until every lease that may have been lost has ended"),
+				 ndelayed > 0 ?
+				 errdetail("A stream of locks taken for the first time had made every lock unsettled (lockq.max_unsettled_rate); unsettled on their own: %s.",
+						   delayed) :
+				 errdetail("A stream of locks taken for the first time had made every lock unsettled (lockq.max_unsettled_rate).")));
+	else if (ndelayed > 0)
 		ereport(LOG,
 				(errmsg_plural("lockq delays %lld lock until every lease that may have been lost or may still be counted on has ended",
 							   "lockq delays %lld locks until every lease that may have been lost or may still be counted on has ended",

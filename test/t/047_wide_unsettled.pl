@@ -79,8 +79,8 @@ cmp_ok($left, '>', 0, 'grace_until says until when');
 my $grace = scalar_query($node, 'SELECT extract(epoch FROM grace_until) FROM lockq_stats');
 cmp_ok($left, '<=', $ttl + $slack, 'for no longer than the leases and the slack');
 cmp_ok(stats('delayed_locks'), '>=', 1, 'delayed_locks counts it');
-ok($node->log_contains(qr/LOG:  lockq delays \d+ locks? until every lease.*\n.*DETAIL:  Locks: .*\(every lock\)/),
-	'the log says every lock is delayed');
+ok($node->log_contains(qr/LOG:  lockq delays every lock until every lease that may have been lost has ended\n.*DETAIL:  A stream of locks taken for the first time had made every lock unsettled/),
+	'the log says every lock is delayed, and why');
 ok($node->log_contains(qr/LOG:  lockq ended \d+ grants? whose end may have been shown.*\n.*DETAIL:  Locks and tokens: .*job:short \(token $short\)/),
 	'and names the short grant it ended');
 
