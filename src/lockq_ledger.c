@@ -523,7 +523,7 @@ lq_ledger_settle_markers(int64 now)
 		 * not while a release made relying on it waits to be applied (on
 		 * the wide marker, any release)
 		 */
-		if (*(char *) lfirst(lc) == '\0' ? !lq_leases_revoke_all() :
+		if (strcmp(lfirst(lc), LQ_WIDE_ID) == 0 ? !lq_leases_revoke_all() :
 			!lq_leases_revoke(lfirst(lc)))
 			continue;
 		m = lq_marker_touch(lfirst(lc), false);
@@ -777,16 +777,29 @@ lq_load_marker(const LqUnsettledRow *row, void *arg)
 
 /*
  * lq_ledger_load reads the unsettled locks (after lq_ledger_start) and
- * returns the delayed ones, for the rules to honour.
+ * returns the delayed ones, for the rules to honour; the wide marker's
+ * delay, which is every lock's, comes apart in *all_until (0: none).
  */
 List *
-lq_ledger_load(int64 now)
+lq_ledger_load(int64 now, int64 *all_until)
 {
 	List	   *delays = NIL;
+	ListCell   *lc;
 
 	lq_markers_reset();
 	lq_next_settle = now + LQ_SETTLE_PERIOD_US;
 	lq_store_load_unsettled(lq_load_marker, &delays);
+	*all_until = 0;
+	foreach(lc, delays)
+	{
+		LqDelay    *d = lfirst(lc);
+
+		if (strcmp(d->lock_id, LQ_WIDE_ID) == 0)
+		{
+			*all_until = d->until;
+			delays = foreach_delete_current(delays, lc);
+		}
+	}
 	return delays;
 }
 

@@ -35,7 +35,7 @@ typedef struct LqDelay
 /* Lock server start and stop. */
 extern void lq_ledger_init(void);
 extern int64 lq_ledger_start(bool first_start);
-extern List *lq_ledger_load(int64 now);
+extern List *lq_ledger_load(int64 now, int64 *all_until);
 extern void lq_ledger_stop(int64 last_clock);
 
 /* The batch. */

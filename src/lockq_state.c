@@ -252,10 +252,11 @@ static int	lq_nsession_grants = 0; /* in lockq_grants.c, or about to be */
 static int	lq_ndelayed = 0;	/* locks delayed after a restart */
 static HTAB *lq_roles = NULL;	/* LqRoleUsage by role */
 static int64 lq_delay_max = 0;	/* the latest of their ends */
-static void lq_delay_new_lock(LqLock *lock);
 static int64 lq_all_until = 0;	/* after a crash with every lock unsettled
 								 * (the wide marker): no lock is granted
 								 * before */
+
+static void lq_delay_new_lock(LqLock *lock);
 
 /*
  * Queue lengths, for the longest queue (lockq_stats.longest_queue) in
@@ -2474,7 +2475,7 @@ void
 lq_state_publish_gauges(void)
 {
 	/* a delay of every lock counts once, for alerts on delayed_locks > 0 */
-	bool		all = lq_all_until > lq_clock_peek();
+	bool		all = lq_all_until > 0 && lq_all_until > lq_clock_peek();
 
 	pg_atomic_write_u64(&lq_shared->holders, (uint64) lq_nholders);
 	pg_atomic_write_u64(&lq_shared->waiters, (uint64) lq_nwaiters);
@@ -2736,33 +2737,28 @@ lq_load_backend_waiters(void)
  * lq_state_load rebuilds the lock table from the tables (after worker start
  * or an error).  Grants and waiters of sessions that are gone are dropped,
  * and a free lock with waiters (possible only if rows were lost) is handed
- * on.  Requests that were in flight are re-applied by the caller.
+ * on.  Until all_until (the wide marker's delay) no lock is granted, named
+ * in delays or not.  Requests that were in flight are re-applied by the
+ * caller.
  */
 void
-lq_state_load(int64 now, List *delays)
+lq_state_load(int64 now, List *delays, int64 all_until)
 {
 	LqLoad		load;
 	ListCell   *lc;
 	HASH_SEQ_STATUS seq;
 	LqLock	   *lock;
 	List	   *orphans = NIL;
-	int64		all_until = 0;
 
 	lq_state_reset();
-	/* the wide marker delays every lock, named here or not */
-	foreach(lc, delays)
-	{
-		LqDelay    *d = lfirst(lc);
-
-		if (d->lock_id[0] == '\0' && d->until > now)
-			all_until = Max(all_until, d->until);
-	}
+	if (all_until <= now)
+		all_until = 0;
 	foreach(lc, delays)
 	{
 		LqDelay    *d = lfirst(lc);
 		int64		until = Max(Max(d->until, d->hold_until), all_until);
 
-		if (until <= now || d->lock_id[0] == '\0')
+		if (until <= now)
 			continue;
 		lock = lq_lock_lookup(d->lock_id, true);
 		lock->lost_until = Max(d->until, all_until);

@@ -20,7 +20,7 @@
 
 /* lockq_state.c: the rules, applied inside the worker's batch transaction */
 extern void lq_state_init(void);
-extern void lq_state_load(int64 now, List *delays);
+extern void lq_state_load(int64 now, List *delays, int64 all_until);
 extern void lq_state_apply(int slotno, uint64 reqid, const LqRequest *req,
 						   int64 now);
 extern bool lq_state_is_waiting(int slotno, uint64 reqid);

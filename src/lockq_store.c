@@ -606,7 +606,8 @@ static int64 lq_getint64(HeapTuple tup, TupleDesc desc, int col, int64 dflt);
 
 /*
  * lq_settle_list runs query (a count and a list, with lq_store_settle's
- * arguments) and returns the count, the list cut to about 1 kB in *list.
+ * arguments) and returns the count, the list cut to about 1 kB in *list
+ * (unless list is NULL).
  */
 static int64
 lq_settle_list(const char *query, Oid *types, Datum *values, char **list)
@@ -616,6 +617,8 @@ lq_settle_list(const char *query, Oid *types, Datum *values, char **list)
 	if (SPI_execute_with_args(query, 3, types, values, NULL, false, 1) != SPI_OK_SELECT ||
 		SPI_processed != 1)
 		elog(ERROR, "could not list what lockq settles after a restart");
+	if (list == NULL)
+		return lq_getint64(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, 0);
 	s = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
 	if (s != NULL && strlen(s) > 1024)
 	{
@@ -625,6 +628,17 @@ lq_settle_list(const char *query, Oid *types, Datum *values, char **list)
 	*list = s;
 	return lq_getint64(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, 0);
 }
+
+/*
+ * The fence_ttl that covers a grant of lockq.owners alias a after a crash:
+ * its lock's own marker's or the wide marker's, whichever is larger (NULL:
+ * neither is there).
+ */
+#define LQ_FENCE_OF(a) \
+	"greatest((SELECT fence_ttl FROM lockq.unsettled" \
+	"           WHERE lock_id OPERATOR(pg_catalog.=) " a ".lock_id)," \
+	"         (SELECT fence_ttl FROM lockq.unsettled" \
+	"           WHERE lock_id OPERATOR(pg_catalog.=) ''))"
 
 /*
  * lq_store_settle runs once when the lock server starts with shared memory
@@ -645,17 +659,6 @@ lq_settle_list(const char *query, Oid *types, Datum *values, char **list)
  * earliest the stop can have happened.  Afterwards the rows of
  * lockq.unsettled say only how long each lock is delayed.
  */
-/*
- * The fence_ttl that covers a grant of lockq.owners alias a after a crash:
- * its lock's own marker's or the wide marker's, whichever is larger (NULL:
- * neither is there).
- */
-#define LQ_FENCE_OF(a) \
-	"greatest((SELECT fence_ttl FROM lockq.unsettled" \
-	"           WHERE lock_id OPERATOR(pg_catalog.=) " a ".lock_id)," \
-	"         (SELECT fence_ttl FROM lockq.unsettled" \
-	"           WHERE lock_id OPERATOR(pg_catalog.=) ''))"
-
 void
 lq_store_settle(int64 now, bool continuous, int64 low)
 {
@@ -706,7 +709,6 @@ lq_store_settle(int64 now, bool continuous, int64 low)
 	bool		every;
 	char	   *ended;
 	char	   *delayed;
-	char	   *unused;
 
 	values[0] = Int64GetDatum(now);
 	values[1] = BoolGetDatum(continuous);
@@ -731,10 +733,10 @@ lq_store_settle(int64 now, bool continuous, int64 low)
 							  "     AND lock_id OPERATOR(pg_catalog.<>) ''"
 							  "   ORDER BY lock_id) l",
 							  types, values, &delayed);
-	every = lq_settle_list("SELECT count(*), NULL FROM lockq.unsettled"
+	every = lq_settle_list("SELECT count(*) FROM lockq.unsettled"
 						   " WHERE lock_id OPERATOR(pg_catalog.=) ''"
 						   "   AND delay_until OPERATOR(pg_catalog.>) $1",
-						   types, values, &unused) > 0;
+						   types, values, NULL) > 0;
 	if (nended > 0)
 		ereport(LOG,
 				(errmsg_plural("lockq ended %lld grant whose end may have been shown before it was flushed",

@@ -875,14 +875,15 @@ lq_recover_state(void)
 {
 	int64		now;
 	List	   *delays;
+	int64		all_until;
 
 	lq_spi_connect();
 	lq_store_prepare();
 	lq_lock_or_raise();
 	lq_store_note_files();
 	now = lq_ledger_start(!lq_shared->started);
-	delays = lq_ledger_load(now);
-	lq_state_load(now, delays);
+	delays = lq_ledger_load(now, &all_until);
+	lq_state_load(now, delays, all_until);
 	(void) lq_state_run_timers(now);
 	if (!lq_careful)
 	{

@@ -87,7 +87,6 @@ ok($node->log_contains(qr/LOG:  lockq ended \d+ grants? whose end may have been 
 # a waiter queued meanwhile is granted when the delay ends, not before
 my $w = start_waiter($node, 'w', q{SELECT 'got=' || lockq_get('never:2', 'd', '1 minute', timeout => '30 s');});
 ok(wait_for_waiters($node, 'never:2', 1), 'a lockq_get of another unused id queues');
-my $start = time();
 ok($node->poll_query_until('postgres', q{SELECT lockq_try('never:1', 'c') IS NOT NULL}),
 	'once the delay is over, the unused id is granted');
 my $waited = time() - $t_up;
