@@ -257,6 +257,15 @@ LANGUAGE C VOLATILE PARALLEL RESTRICTED;
 COMMENT ON FUNCTION lockq.lockq_released_tokens() IS
 'Tokens of grants with an owner that a session released by itself, whose rows the lock server has yet to delete from lockq.owners (the views leave them out); empty where lockq does not run.';
 
+CREATE FUNCTION lockq.lockq_rowless_grants(
+	OUT lock_id text, OUT owner text, OUT token bigint, OUT ttl bigint,
+	OUT acquired bigint, OUT expires bigint, OUT role oid)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'lockq_rowless_grants'
+LANGUAGE C VOLATILE PARALLEL RESTRICTED;
+COMMENT ON FUNCTION lockq.lockq_rowless_grants() IS
+'Grants with an owner kept without their row in lockq.owners while their lock is unsettled (the views add them); empty where lockq does not run.';
+
 CREATE VIEW lockq.lockq_locks AS
 	SELECT g.lock_id,
 		   g.owner,
@@ -271,6 +280,10 @@ CREATE VIEW lockq.lockq_locks AS
 			  FROM lockq.owners o
 			 WHERE NOT EXISTS (SELECT FROM lockq.lockq_released_tokens() r
 								WHERE r OPERATOR(pg_catalog.=) o.token)
+			UNION ALL
+			SELECT w.lock_id, w.owner, w.token, w.role, w.acquired, w.expires,
+				   w.ttl, NULL::integer
+			  FROM lockq.lockq_rowless_grants() w
 			UNION ALL
 			SELECT s.lock_id, s.owner, s.token, s.role, s.acquired, s.expires,
 				   s.ttl, s.session_pid
@@ -450,6 +463,8 @@ CREATE VIEW lockq.lockq_role_usage AS
 					  FROM lockq.owners o
 					 WHERE NOT EXISTS (SELECT FROM lockq.lockq_released_tokens() r
 										WHERE r OPERATOR(pg_catalog.=) o.token)
+					UNION ALL
+					SELECT w.role, 1, 0, 0 FROM lockq.lockq_rowless_grants() w
 					UNION ALL
 					SELECT q.role, 0, 1, 0 FROM lockq.queue q
 					UNION ALL

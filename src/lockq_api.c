@@ -1217,6 +1217,7 @@ lq_end_fences(void)
 
 	lq_fenced = false;
 	(void) lq_grants_release_fences();
+	(void) lq_leases_release_fences();
 	SpinLockAcquire(&slot->mutex);
 	slot->nfences = 0;
 	slot->fences_overflow = false;
@@ -1286,6 +1287,11 @@ lockq_holds(PG_FUNCTION_ARGS)
 	}
 	lq_attach();
 	held = lq_grants_holds(lock_id, token, now, role, admin);
+	/* a leased grant without a row is fenced in the table of quick releases */
+	if (held < 0)
+	{
+		held = lq_leases_fence(lock_id, token, now, role, admin);
+	}
 	if (held == 1)
 		lq_note_fence(token);
 	else if (held < 0)

@@ -34,6 +34,7 @@ int			lockq_batch_size = 1024;
 bool		lockq_synchronous_grants = false;
 int			lockq_max_grace = 60;
 int			lockq_max_unsettled_rate = 200;
+int			lockq_grant_row_delay = 100;
 int			lockq_session_locks_per_backend = 64;
 int			lockq_table_lock_timeout = 2000;
 int			lockq_fence_timeout = 10000;
@@ -105,6 +106,14 @@ lq_guc_define(void)
 							&lockq_max_unsettled_rate,
 							200, -1, INT_MAX,
 							PGC_SIGHUP, 0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("lockq.grant_row_delay",
+							"Sets how long a leased grant on an unsettled lock may be kept without its lockq.owners row.",
+							"A crash ends such a grant whether or not it has a row; once held this long it gets one, so that the crash leaves a record of it (see DESIGN.md, \"Grants without a row\").  0: every grant gets its row at once.",
+							&lockq_grant_row_delay,
+							100, 0, INT_MAX,
+							PGC_SIGHUP, GUC_UNIT_MS,
 							NULL, NULL, NULL);
 
 	/*

@@ -16,8 +16,22 @@
  *
  * The table is a shared hash keyed by lock id (a lock has at most one
  * current grant), with room for LQ_LEASES_PER_BACKEND entries per backend,
- * under one LWLock.  It is only a cache: a grant that is not in it is
- * released the normal way.
+ * under one LWLock.  For most grants it is only a cache: a grant that is
+ * not in it is released the normal way.
+ *
+ * Grants without a row.  A grant that such a marker covers for its lease
+ * as well as its end needs no lockq.owners row either (a crash ends it
+ * whether or not the row survives), and the lock server keeps it without
+ * one for its first lockq.grant_row_delay (lockq_state.c, lq_grant): then
+ * its entry, marked rowless, is its only record outside the lock server.
+ * Such an entry is not revoked; the views list it (lq_leases_rowless); and
+ * lockq_holds fences the grant here, counting the fence in the entry
+ * (lq_leases_fence) until the transaction ends.  The lock server reads
+ * that count in the same critical section that marks the entry ending
+ * (lq_leases_begin_end) and holds the hand-off back while it is not zero,
+ * as it does for a row that a fenced transaction has locked.  So the entry
+ * of a grant that had no row stays while the grant is held, even after it
+ * got its row: closed to releases if the grant is no longer covered.
  *
  * Writers.  The lock server puts a grant in when a batch that made or
  * renewed it is published (lq_leases_put) and takes it out when a batch
@@ -30,9 +44,11 @@
  * lockq_holds answers false for the token (lq_leases_is_released) and the
  * lock server treats the grant as released; the backend then puts the
  * release in the arrival ring, where the lock server applies it in its
- * turn.  A lock server that starts (or rebuilds its state after a failed
- * batch) empties the table and ends the grants marked released
- * (lq_leases_reset): their releases were acknowledged.
+ * turn.  A lock server that rebuilds its state with shared memory intact
+ * (after a failed batch, or a restart of its own) takes back the grants
+ * without a row and the entries with fences from the table, ends the
+ * grants marked released (their releases were acknowledged), and empties
+ * the rest (lq_leases_reload).
  *
  * Copyright (c) 2026, lockq developers
  * This file is part of lockq, released under the PostgreSQL License
@@ -49,6 +65,7 @@
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
 #include "utils/hsearch.h"
+#include "utils/memutils.h"
 
 #include "lockq_leases.h"
 
@@ -65,7 +82,25 @@ typedef struct LqLeaseEntry
 	bool		ending;			/* a batch not yet published ends it */
 	bool		released;		/* released by a session; the lock server
 								 * has yet to end it */
+	bool		rowless;		/* no row in lockq.owners: this entry is the
+								 * grant's only record outside the lock
+								 * server */
+	int64		acquired;
+	int64		ttl;
+	pg_atomic_uint32 fences;	/* transactions fenced on a rowless grant
+								 * (lockq_holds) */
 } LqLeaseEntry;
+
+/* This backend's fences on rowless grants, until its transaction ends. */
+typedef struct LqLeaseFence
+{
+	char		lock_id[LQ_MAX_ID_LEN + 1];
+	int64		token;
+} LqLeaseFence;
+
+static LqLeaseFence *lq_my_fences = NULL;
+static int	lq_my_nfences = 0;
+static int	lq_my_maxfences = 0;
 
 static HTAB *lq_leases = NULL;
 static LWLock *lq_leases_lock = NULL;
@@ -74,6 +109,16 @@ static int
 lq_leases_max(void)
 {
 	return LQ_LEASES_PER_BACKEND * MaxBackends;
+}
+
+/*
+ * lq_leases_capacity: how many grants the table holds; the lock server
+ * offers no more, so that a grant kept without its row always has room.
+ */
+int
+lq_leases_capacity(void)
+{
+	return lq_leases_max();
 }
 
 Size
@@ -109,8 +154,8 @@ lq_leases_shmem_startup(void)
 /*
  * lq_leases_mark_released releases the grant of lock_id held by owner
  * (under token, if has_token) when this table allows it: the grant is in
- * it, not ending, not released yet, unexpired at now, and of the caller's
- * role.  Returns true with *released set to the grant's token when the
+ * it, not ending, not released yet, unexpired at now (an entry closed to
+ * releases has a lease end of 0), and of the caller's role.  Returns true with *released set to the grant's token when the
  * mark is made: that is the release, which the caller must then queue for
  * the lock server.  False changes nothing: the normal path decides (an
  * administrator's release of another role's grant among others).
@@ -205,7 +250,7 @@ lq_leases_released(int *n)
  */
 void
 lq_leases_put(const char *lock_id, int64 token, const char *owner, Oid role,
-			  int64 expires)
+			  int64 acquired, int64 ttl, int64 expires, bool rowless)
 {
 	LqLeaseEntry *e;
 
@@ -226,9 +271,15 @@ lq_leases_put(const char *lock_id, int64 token, const char *owner, Oid role,
 		e->role = role;
 		e->ending = false;
 		e->released = false;
+		e->acquired = acquired;
+		e->ttl = ttl;
+		pg_atomic_init_u32(&e->fences, 0);
 	}
 	if (e != NULL)
+	{
 		e->expires = expires;
+		e->rowless = rowless;
+	}
 	LWLockRelease(lq_leases_lock);
 }
 
@@ -252,23 +303,122 @@ lq_leases_drop(const char *lock_id, int64 token)
  * lq_leases_begin_end marks the grant ending, so that no session releases
  * it while the batch that ends it runs, and says whether a session had
  * released it already.  Lock server only, inside a batch; the entry goes
- * when the batch is published, or with lq_leases_reset if it fails.
+ * when the batch is published, or with lq_leases_reload if it fails.
  */
 bool
-lq_leases_begin_end(const char *lock_id, int64 token)
+lq_leases_begin_end(const char *lock_id, int64 token, uint32 *fences)
 {
 	LqLeaseEntry *e;
 	bool		released = false;
 
+	*fences = 0;
 	LWLockAcquire(lq_leases_lock, LW_EXCLUSIVE);
 	e = hash_search(lq_leases, lock_id, HASH_FIND, NULL);
 	if (e != NULL && e->token == token)
 	{
 		e->ending = true;
 		released = e->released;
+		/* in the same critical section as the mark: see lq_leases_fence */
+		*fences = pg_atomic_read_u32(&e->fences);
 	}
 	LWLockRelease(lq_leases_lock);
 	return released;
+}
+
+/*
+ * lq_leases_fences: how many transactions are still fenced on this rowless
+ * grant (its hand-off waits for none to be left).  Lock server only.
+ */
+uint32
+lq_leases_fences(const char *lock_id, int64 token)
+{
+	LqLeaseEntry *e;
+	uint32		n = 0;
+
+	LWLockAcquire(lq_leases_lock, LW_SHARED);
+	e = hash_search(lq_leases, lock_id, HASH_FIND, NULL);
+	if (e != NULL && e->token == token)
+		n = pg_atomic_read_u32(&e->fences);
+	LWLockRelease(lq_leases_lock);
+	return n;
+}
+
+/*
+ * lq_leases_fence is lockq_holds for a grant without a row: -1 if the table
+ * has no rowless grant of lock_id under token (the caller asks lockq.owners),
+ * 0 if it has one that is not held at now (ending, released or run out), 1
+ * if it is held and the caller's transaction is now fenced on it until it
+ * ends (lq_leases_release_fences), 2 if it is held but role may not fence
+ * it (only the grant's own role, or an administrator, may: as
+ * lq_grants_holds).  The LWLock, shared here and
+ * exclusive where the lock server marks the grant ending, orders the two:
+ * either the fence is counted before the mark, and the lock server sees it
+ * and holds the hand-off back, or the mark comes first and the answer is
+ * false.
+ */
+int
+lq_leases_fence(const char *lock_id, int64 token, int64 now, Oid role,
+				bool admin)
+{
+	LqLeaseEntry *e;
+	int			held = -1;
+
+	LWLockAcquire(lq_leases_lock, LW_SHARED);
+	e = hash_search(lq_leases, lock_id, HASH_FIND, NULL);
+	if (e != NULL && e->token == token && e->rowless)
+	{
+		if (e->ending || e->released || e->expires <= now)
+			held = 0;
+		else if (e->role != role && !admin)
+			held = 2;			/* held, but the caller may not fence it */
+		else
+		{
+			held = 1;
+			pg_atomic_fetch_add_u32(&e->fences, 1);
+		}
+	}
+	LWLockRelease(lq_leases_lock);
+	if (held == 1)
+	{
+		if (lq_my_nfences == lq_my_maxfences)
+		{
+			int			n = Max(8, lq_my_maxfences * 2);
+
+			lq_my_fences = lq_my_fences == NULL ?
+				MemoryContextAlloc(TopMemoryContext, n * sizeof(LqLeaseFence)) :
+				repalloc(lq_my_fences, n * sizeof(LqLeaseFence));
+			lq_my_maxfences = n;
+		}
+		strlcpy(lq_my_fences[lq_my_nfences].lock_id, lock_id, LQ_MAX_ID_LEN + 1);
+		lq_my_fences[lq_my_nfences++].token = token;
+	}
+	return held;
+}
+
+/*
+ * lq_leases_release_fences takes this backend's fences on rowless grants
+ * off (its transaction ended).  Returns whether there were any.
+ */
+bool
+lq_leases_release_fences(void)
+{
+	int			i;
+
+	if (lq_my_nfences == 0)
+		return false;
+	LWLockAcquire(lq_leases_lock, LW_SHARED);
+	for (i = 0; i < lq_my_nfences; i++)
+	{
+		LqLeaseEntry *e = hash_search(lq_leases, lq_my_fences[i].lock_id,
+									  HASH_FIND, NULL);
+
+		if (e != NULL && e->token == lq_my_fences[i].token &&
+			pg_atomic_read_u32(&e->fences) > 0)
+			pg_atomic_fetch_sub_u32(&e->fences, 1);
+	}
+	LWLockRelease(lq_leases_lock);
+	lq_my_nfences = 0;
+	return true;
 }
 
 /*
@@ -287,7 +437,9 @@ lq_leases_revoke(const char *lock_id)
 
 	LWLockAcquire(lq_leases_lock, LW_EXCLUSIVE);
 	e = hash_search(lq_leases, lock_id, HASH_FIND, NULL);
-	if (e != NULL && e->released)
+	/* not while the entry is a grant's only record, or fenced */
+	if (e != NULL && (e->released || e->rowless ||
+					  pg_atomic_read_u32(&e->fences) > 0))
 		revoked = false;
 	else if (e != NULL)
 		hash_search(lq_leases, lock_id, HASH_REMOVE, NULL);
@@ -296,42 +448,148 @@ lq_leases_revoke(const char *lock_id)
 }
 
 /*
- * lq_leases_revoke_all takes every grant out of the table before the wide
- * marker settles (any of them may rely on it), unless a session has
- * released one that the lock server has not yet ended: then it returns
- * false and changes nothing.  Lock server only.
+ * lq_leases_revoke_all takes out of the table, before the wide marker
+ * settles, every grant that may rely on it: those that own_covers (the
+ * ledger: its lock's own marker covers its lease and its end) says are
+ * not covered otherwise.  Returns false if any of those cannot go yet (a
+ * session released it and the lock server has not yet ended it, a
+ * transaction is fenced on it, or it has no row: *rowless is then set),
+ * and then takes nothing out.  Lock server only.
  */
 bool
-lq_leases_revoke_all(void)
+lq_leases_revoke_all(bool (*own_covers) (const char *lock_id, int64 expires,
+										 int64 ttl),
+					 bool *rowless)
 {
 	HASH_SEQ_STATUS seq;
 	LqLeaseEntry *e;
-	bool		released = false;
+	bool		blocked = false;
 
+	*rowless = false;
 	LWLockAcquire(lq_leases_lock, LW_EXCLUSIVE);
 	hash_seq_init(&seq, lq_leases);
 	while ((e = hash_seq_search(&seq)) != NULL)
-		released |= e->released;
-	if (!released)
+	{
+		if (own_covers(e->lock_id, e->expires, e->ttl))
+			continue;
+		*rowless |= e->rowless;
+		blocked |= e->released || e->rowless ||
+			pg_atomic_read_u32(&e->fences) > 0;
+	}
+	if (!blocked)
 	{
 		hash_seq_init(&seq, lq_leases);
 		while ((e = hash_seq_search(&seq)) != NULL)
-			hash_search(lq_leases, e->lock_id, HASH_REMOVE, NULL);
+			if (!own_covers(e->lock_id, e->expires, e->ttl))
+				hash_search(lq_leases, e->lock_id, HASH_REMOVE, NULL);
 	}
 	LWLockRelease(lq_leases_lock);
-	return !released;
+	return !blocked;
 }
 
 /*
- * lq_leases_reset empties the table and returns (palloc'd, *n of them) the
- * grants that sessions released and the lock server had not yet ended: the
- * caller, a lock server loading its state, ends them.  Everything else is
- * put back by the batches that renew grants or make new ones.
+ * lq_leases_entry_covered: is lock_id's entry (if any) covered by the
+ * callback (the ledger: the wide marker covers its lease and its end), so
+ * that its lock's own marker may settle without taking it out?
  */
-LqLeaseRef *
-lq_leases_reset(int *n)
+bool
+lq_leases_entry_covered(const char *lock_id,
+						bool (*covers) (const char *lock_id, int64 expires,
+										int64 ttl))
 {
-	return lq_leases_collect(n, true);
+	LqLeaseEntry *e;
+	bool		covered;
+
+	LWLockAcquire(lq_leases_lock, LW_SHARED);
+	e = hash_search(lq_leases, lock_id, HASH_FIND, NULL);
+	covered = e != NULL && covers(lock_id, e->expires, e->ttl);
+	LWLockRelease(lq_leases_lock);
+	return covered;
+}
+
+/*
+ * lq_leases_rowless returns (palloc'd, *n of them) the current grants kept
+ * without a row in lockq.owners, for the views.
+ */
+LqLeaseGrant *
+lq_leases_rowless(int *n)
+{
+	HASH_SEQ_STATUS seq;
+	LqLeaseEntry *e;
+	LqLeaseGrant *g;
+
+	*n = 0;
+	LWLockAcquire(lq_leases_lock, LW_SHARED);
+	g = palloc0(sizeof(LqLeaseGrant) * Max(hash_get_num_entries(lq_leases), 1));
+	hash_seq_init(&seq, lq_leases);
+	while ((e = hash_seq_search(&seq)) != NULL)
+	{
+		LqLeaseGrant *x;
+
+		if (!e->rowless || e->ending || e->released)
+			continue;
+		x = &g[(*n)++];
+		strlcpy(x->lock_id, e->lock_id, sizeof(x->lock_id));
+		x->token = e->token;
+		strlcpy(x->owner, e->owner, sizeof(x->owner));
+		x->role = e->role;
+		x->acquired = e->acquired;
+		x->ttl = e->ttl;
+		x->expires = e->expires;
+		x->rowless = true;
+	}
+	LWLockRelease(lq_leases_lock);
+	return g;
+}
+
+/*
+ * lq_leases_reload is for a lock server that rebuilds its state while
+ * shared memory stayed (a restart of the lock server, a failed batch).  It
+ * returns (palloc'd, *n of them) the grants the rebuilt state must know of
+ * from here: those kept without a row (the entry is their only record),
+ * those with fences left (taken while they had no row), and those sessions
+ * released; it keeps the entries of the first two and removes every other.
+ * An entry marked ending comes back released: whether or not that end was
+ * published, ending it (again) keeps every promise.
+ */
+LqLeaseGrant *
+lq_leases_reload(int *n)
+{
+	HASH_SEQ_STATUS seq;
+	LqLeaseEntry *e;
+	LqLeaseGrant *g;
+
+	*n = 0;
+	LWLockAcquire(lq_leases_lock, LW_EXCLUSIVE);
+	g = palloc0(sizeof(LqLeaseGrant) * Max(hash_get_num_entries(lq_leases), 1));
+	hash_seq_init(&seq, lq_leases);
+	while ((e = hash_seq_search(&seq)) != NULL)
+	{
+		bool		keep = e->rowless || pg_atomic_read_u32(&e->fences) > 0;
+
+		if (e->ending)
+			e->released = true;
+		e->ending = false;
+		if (keep || e->released)
+		{
+			LqLeaseGrant *x = &g[(*n)++];
+
+			strlcpy(x->lock_id, e->lock_id, sizeof(x->lock_id));
+			x->token = e->token;
+			strlcpy(x->owner, e->owner, sizeof(x->owner));
+			x->role = e->role;
+			x->acquired = e->acquired;
+			x->ttl = e->ttl;
+			x->expires = e->expires;
+			x->released = e->released;
+			x->rowless = e->rowless;
+			x->kept = keep;
+		}
+		if (!keep)
+			hash_search(lq_leases, e->lock_id, HASH_REMOVE, NULL);
+	}
+	LWLockRelease(lq_leases_lock);
+	return g;
 }
 
 /*
@@ -343,5 +601,5 @@ lq_leases_clear(void)
 {
 	int			n;
 
-	pfree(lq_leases_reset(&n));
+	pfree(lq_leases_collect(&n, true));
 }

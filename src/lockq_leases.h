@@ -24,6 +24,21 @@ typedef struct LqLeaseRef
 	int64		token;
 } LqLeaseRef;
 
+/* A grant in the table, for a lock server that rebuilds its state. */
+typedef struct LqLeaseGrant
+{
+	char		lock_id[LQ_MAX_ID_LEN + 1];
+	int64		token;
+	char		owner[LQ_MAX_OWNER_LEN + 1];
+	Oid			role;
+	int64		acquired;
+	int64		ttl;
+	int64		expires;
+	bool		released;		/* by a session, or its end was under way */
+	bool		rowless;		/* no row in lockq.owners */
+	bool		kept;			/* its entry stays */
+} LqLeaseGrant;
+
 /* Shared memory (lockq_shmem.c calls these from its hooks). */
 extern Size lq_leases_shmem_size(void);
 extern void lq_leases_shmem_request(void);
@@ -35,15 +50,28 @@ extern bool lq_leases_mark_released(const char *lock_id, const char *owner,
 									int64 now, int64 *released);
 extern bool lq_leases_is_released(const char *lock_id, int64 token);
 extern LqLeaseRef *lq_leases_released(int *n);
+extern LqLeaseGrant *lq_leases_rowless(int *n);
+extern int	lq_leases_fence(const char *lock_id, int64 token, int64 now,
+							Oid role, bool admin);
+extern bool lq_leases_release_fences(void);
 
 /* The lock server. */
+extern int	lq_leases_capacity(void);
 extern void lq_leases_put(const char *lock_id, int64 token, const char *owner,
-						  Oid role, int64 expires);
+						  Oid role, int64 acquired, int64 ttl, int64 expires,
+						  bool rowless);
 extern void lq_leases_drop(const char *lock_id, int64 token);
-extern bool lq_leases_begin_end(const char *lock_id, int64 token);
+extern bool lq_leases_begin_end(const char *lock_id, int64 token,
+								uint32 *fences);
+extern uint32 lq_leases_fences(const char *lock_id, int64 token);
 extern bool lq_leases_revoke(const char *lock_id);
-extern bool lq_leases_revoke_all(void);
-extern LqLeaseRef *lq_leases_reset(int *n);
+extern bool lq_leases_revoke_all(bool (*own_covers) (const char *lock_id,
+													 int64 expires, int64 ttl),
+								 bool *rowless);
+extern bool lq_leases_entry_covered(const char *lock_id,
+									bool (*covers) (const char *lock_id,
+													int64 expires, int64 ttl));
+extern LqLeaseGrant *lq_leases_reload(int *n);
 extern void lq_leases_clear(void);
 
 #endif							/* LOCKQ_LEASES_H */

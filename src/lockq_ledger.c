@@ -112,6 +112,10 @@ static bool lq_file_dirty = false;
 static bool lq_stopping = false;
 static List *lq_undo = NIL;		/* of LqMarkerUndo, in lq_ledger_cxt */
 static List *lq_relied = NIL;	/* lock ids whose markers this batch relied on */
+static List *lq_needs_rows = NIL;	/* locks whose grant must get its row
+									 * before their marker settles */
+static bool lq_needs_all_rows = false;	/* likewise, every lock: the wide
+										 * marker is to settle */
 
 /* Changes that needed a marker of their lock's own, this second and the last. */
 static int64 lq_rate_start = 0;
@@ -468,6 +472,31 @@ lq_ledger_end_covered(const char *lock_id, int64 ttl, int64 now)
 }
 
 /*
+ * lq_ledger_covers: may this grant (of lock_id, lease until expires, with
+ * this ttl) do without its lockq.owners row?  Then a crash could neither
+ * keep its lease (the marker's until delays the lock past it) nor needs
+ * the row to end it (its fence_ttl covers the ttl): its own marker or the
+ * wide one covers both, written by a batch flushed before anyone learns of
+ * the grant.  The batch relies on that marker, as lq_ledger_end_covered.
+ */
+bool
+lq_ledger_covers(const char *lock_id, int64 expires, int64 ttl, int64 now)
+{
+	LqMarker   *m;
+
+	if (lockq_synchronous_grants ||
+		ttl > (int64) lockq_max_grace * USECS_PER_SEC)
+		return false;
+	m = hash_search(lq_markers, lock_id, HASH_FIND, NULL);
+	if (m == NULL || m->until < expires || m->fence_ttl < ttl)
+		m = hash_search(lq_markers, LQ_WIDE_ID, HASH_FIND, NULL);
+	if (m == NULL || m->until < expires || m->fence_ttl < ttl)
+		return false;
+	lq_marker_relied(m, now);
+	return true;
+}
+
+/*
  * lq_ledger_hold_lifted: the holder of the grant that survived a restart
  * with an unknown downtime released or renewed it, so its lock need not
  * wait for it any longer.  Written in this batch, flushed or not: lost, it
@@ -483,6 +512,31 @@ lq_ledger_hold_lifted(const char *lock_id)
 	m->hold_token = 0;
 	m->hold_until = 0;
 	lq_marker_write(m);
+}
+
+/*
+ * lq_own_covers / lq_wide_covers: does the lock's own marker (the wide
+ * marker) cover a grant's lease until expires and its end with this ttl?
+ * For lockq_leases.c, which asks them under its LWLock.
+ */
+static bool
+lq_marker_covers(const char *key, int64 expires, int64 ttl)
+{
+	LqMarker   *m = hash_search(lq_markers, key, HASH_FIND, NULL);
+
+	return m != NULL && m->until >= expires && m->fence_ttl >= ttl;
+}
+
+static bool
+lq_own_covers(const char *lock_id, int64 expires, int64 ttl)
+{
+	return lq_marker_covers(lock_id, expires, ttl);
+}
+
+static bool
+lq_wide_covers(const char *lock_id, int64 expires, int64 ttl)
+{
+	return lq_marker_covers(LQ_WIDE_ID, expires, ttl);
 }
 
 /*
@@ -523,14 +577,45 @@ lq_ledger_settle_markers(int64 now)
 		 * not while a release made relying on it waits to be applied (on
 		 * the wide marker, any release)
 		 */
-		if (strcmp(lfirst(lc), LQ_WIDE_ID) == 0 ? !lq_leases_revoke_all() :
-			!lq_leases_revoke(lfirst(lc)))
+		bool		wide = strcmp(lfirst(lc), LQ_WIDE_ID) == 0;
+		bool		rowless = false;
+
+		if (wide ? !lq_leases_revoke_all(lq_own_covers, &rowless) :
+			(!lq_leases_entry_covered(lfirst(lc), lq_wide_covers) &&
+			 !lq_leases_revoke(lfirst(lc))))
+		{
+			/* a grant kept without its row gets it first (next time) */
+			MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+
+			if (wide)
+				lq_needs_all_rows |= rowless;
+			else
+				lq_needs_rows = lappend(lq_needs_rows, pstrdup(lfirst(lc)));
+			MemoryContextSwitchTo(old);
 			continue;
+		}
 		m = lq_marker_touch(lfirst(lc), false);
 		if (m != NULL)
 			lq_marker_remove(m);
 	}
 	list_free_deep(done);
+}
+
+/*
+ * lq_ledger_take_needs_rows returns (and forgets) the locks whose markers
+ * could not settle because a grant there may have no row: the caller gives
+ * those grants their rows (lq_state_give_rows), in this batch, so that the
+ * marker can settle in a later one.  *all: every lock's.
+ */
+List *
+lq_ledger_take_needs_rows(bool *all)
+{
+	List	   *l = lq_needs_rows;
+
+	*all = lq_needs_all_rows;
+	lq_needs_rows = NIL;
+	lq_needs_all_rows = false;
+	return l;
 }
 
 /*

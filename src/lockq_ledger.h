@@ -46,6 +46,7 @@ extern void lq_ledger_committed(void);
 extern void lq_ledger_discard(void);
 extern void lq_ledger_settle_markers(int64 now);
 extern int64 lq_ledger_next_deadline(void);
+extern List *lq_ledger_take_needs_rows(bool *all);
 
 /* Values and promises the rules hand out (lockq_state.c). */
 extern int64 lq_ledger_tick(void);
@@ -55,6 +56,8 @@ extern void lq_ledger_lease_shown(const char *lock_id, int64 expires,
 								  int64 lease_us, int64 now, bool new_lock);
 extern void lq_ledger_end_shown(const char *lock_id, int64 ttl, int64 now,
 								bool new_lock);
+extern bool lq_ledger_covers(const char *lock_id, int64 expires, int64 ttl,
+							 int64 now);
 extern bool lq_ledger_end_covered(const char *lock_id, int64 ttl, int64 now);
 extern void lq_ledger_hold_lifted(const char *lock_id);
 

@@ -61,7 +61,10 @@ typedef struct LqLeaseOp
 	int64		token;
 	char	   *owner;
 	Oid			role;
+	int64		acquired;
+	int64		ttl;
 	int64		expires;
+	bool		rowless;
 } LqLeaseOp;
 
 typedef struct LqNotice
@@ -255,9 +258,8 @@ lq_outbox_grant_delete(int64 token)
  * it before its holder learns its token, and leaves it only once its end
  * is committed.
  */
-static void
-lq_stage_lease(bool put, const char *lock_id, int64 token, const char *owner,
-			   Oid role, int64 expires)
+static LqLeaseOp *
+lq_stage_lease(bool put, const char *lock_id, int64 token)
 {
 	MemoryContext old = MemoryContextSwitchTo(lq_outbox_cxt);
 	LqLeaseOp  *op = palloc0(sizeof(LqLeaseOp));
@@ -265,24 +267,30 @@ lq_stage_lease(bool put, const char *lock_id, int64 token, const char *owner,
 	op->put = put;
 	op->lock_id = pstrdup(lock_id);
 	op->token = token;
-	op->owner = owner ? pstrdup(owner) : NULL;
-	op->role = role;
-	op->expires = expires;
 	lq_lease_ops = lappend(lq_lease_ops, op);
 	MemoryContextSwitchTo(old);
+	return op;
 }
 
 void
 lq_outbox_lease_put(const char *lock_id, int64 token, const char *owner,
-					Oid role, int64 expires)
+					Oid role, int64 acquired, int64 ttl, int64 expires,
+					bool rowless)
 {
-	lq_stage_lease(true, lock_id, token, owner, role, expires);
+	LqLeaseOp  *op = lq_stage_lease(true, lock_id, token);
+
+	op->owner = MemoryContextStrdup(lq_outbox_cxt, owner);
+	op->role = role;
+	op->acquired = acquired;
+	op->ttl = ttl;
+	op->expires = expires;
+	op->rowless = rowless;
 }
 
 void
 lq_outbox_lease_drop(const char *lock_id, int64 token)
 {
-	lq_stage_lease(false, lock_id, token, NULL, InvalidOid, 0);
+	(void) lq_stage_lease(false, lock_id, token);
 }
 
 /*
@@ -456,7 +464,7 @@ lq_outbox_publish(void)
 
 		if (op->put)
 			lq_leases_put(op->lock_id, op->token, op->owner, op->role,
-						  op->expires);
+						  op->acquired, op->ttl, op->expires, op->rowless);
 		else
 			lq_leases_drop(op->lock_id, op->token);
 	}

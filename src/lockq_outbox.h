@@ -44,7 +44,8 @@ extern void lq_outbox_grant_delete(int64 token);
 
 /* Leased grants sessions may release by themselves (lockq_leases.c). */
 extern void lq_outbox_lease_put(const char *lock_id, int64 token,
-								const char *owner, Oid role, int64 expires);
+								const char *owner, Oid role, int64 acquired,
+								int64 ttl, int64 expires, bool rowless);
 extern void lq_outbox_lease_drop(const char *lock_id, int64 token);
 
 /* NOTIFYs for client-side waiters, sent with the commit. */

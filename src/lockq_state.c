@@ -74,6 +74,7 @@ typedef enum LqTimerKind
 {
 	LQ_TIMER_LEASE,				/* LqLock.lease: the grant's lease ends */
 	LQ_TIMER_DELAY,				/* LqLock.delay: a delay after a restart ends */
+	LQ_TIMER_ROW,				/* LqLock.row: a grant without a row gets it */
 	LQ_TIMER_WAITER				/* LqWaiter.timer: a timeout or heartbeat */
 } LqTimerKind;
 
@@ -112,6 +113,11 @@ typedef struct LqLock
 								 * lockq.owners */
 	bool		quick;			/* offered to lockq_leases.c: its session may
 								 * release it by itself */
+	bool		rowless;		/* a leased grant without its lockq.owners
+								 * row: its record is its entry there */
+	bool		was_rowless;	/* this grant was: transactions may be fenced
+								 * on it in its entry */
+	uint32		end_fences;		/* fences read when it was marked ending */
 	char	   *owner;
 	char	   *channel;		/* holder's NOTIFY channel, or NULL */
 	int64		token;
@@ -128,6 +134,7 @@ typedef struct LqLock
 									 * interval, the lease it keeps if the
 									 * session never reads the answer */
 	LqTimer		lease;
+	LqTimer		row;			/* while rowless: when it gets its row */
 	int64		delay_until;	/* after a restart: nothing is granted
 								 * before this (see lockq_ledger.c), the
 								 * later of lost_until and hold_until */
@@ -249,6 +256,7 @@ static LqSession *lq_sessions = NULL;
 static int64 lq_nwaiters = 0;
 static int64 lq_nholders = 0;
 static int	lq_nsession_grants = 0; /* in lockq_grants.c, or about to be */
+static int	lq_nquick = 0;		/* grants in lockq_leases.c, or about to be */
 static int	lq_ndelayed = 0;	/* locks delayed after a restart */
 static HTAB *lq_roles = NULL;	/* LqRoleUsage by role */
 static int64 lq_delay_max = 0;	/* the latest of their ends */
@@ -464,6 +472,7 @@ lq_state_reset(void)
 	lq_nwaiters = 0;
 	lq_nholders = 0;
 	lq_nsession_grants = 0;
+	lq_nquick = 0;
 	lq_ndelayed = 0;
 	lq_delay_max = 0;
 	lq_all_until = 0;
@@ -590,6 +599,9 @@ lq_lock_lookup(const char *lock_id, bool create)
 		lock->lease.armed = false;
 		lock->lease.kind = LQ_TIMER_LEASE;
 		lock->lease.memory_only = false;
+		lock->row.armed = false;
+		lock->row.kind = LQ_TIMER_ROW;
+		lock->row.memory_only = false;
 		lock->delay_until = 0;
 		lock->lost_until = 0;
 		lock->hold_token = 0;
@@ -650,7 +662,7 @@ lq_lock_maybe_drop(LqLock *lock)
 	if (lock != NULL && !lock->held && lock->nwaiters == 0 &&
 		!lock->delay.armed)
 	{
-		Assert(!lock->lease.armed && !lock->in_deferred);
+		Assert(!lock->lease.armed && !lock->row.armed && !lock->in_deferred);
 		hash_search(lq_locks, lock->lock_id, HASH_REMOVE, NULL);
 	}
 }
@@ -845,6 +857,8 @@ lq_hold_lock(LqLock *lock, const LqHolder *h)
 	lock->ending = false;
 	lock->in_shmem = h->in_shmem;
 	lock->quick = false;
+	lock->rowless = false;
+	lock->was_rowless = false;
 	lock->owner = lq_strdup(h->owner);
 	lock->channel = lq_strdup(h->channel);
 	lock->token = h->token;
@@ -872,21 +886,89 @@ lq_hold_lock(LqLock *lock, const LqHolder *h)
  * made or renewed release it without waiting for the lock server, when
  * the ledger says its end may be shown before its flush
  * (lq_ledger_end_covered); otherwise it takes that away.  Seen when the
- * batch is published (lockq_leases.c).
+ * batch is published (lockq_leases.c).  The entry of a grant that had no
+ * row stays all the same, closed to releases (a lease end of 0 there):
+ * transactions fenced on it then are counted there, and its end waits for
+ * them (lq_finish_end).
  */
 static void
 lq_offer_quick_release(LqLock *lock, int64 now)
 {
-	if (lq_ledger_end_covered(lock->lock_id, lock->ttl, now))
+	if ((lock->quick || lq_nquick < lq_leases_capacity()) &&
+		lq_ledger_end_covered(lock->lock_id, lock->ttl, now))
 	{
+		if (!lock->quick)
+			lq_nquick++;
 		lq_outbox_lease_put(lock->lock_id, lock->token, lock->owner,
-							lock->role, lock->expires);
+							lock->role, lock->acquired, lock->ttl,
+							lock->expires, lock->rowless);
 		lock->quick = true;
+	}
+	else if (lock->quick && lock->was_rowless)
+	{
+		Assert(!lock->rowless);
+		lq_outbox_lease_put(lock->lock_id, lock->token, lock->owner,
+							lock->role, lock->acquired, lock->ttl, 0, false);
 	}
 	else if (lock->quick)
 	{
+		Assert(!lock->rowless);
 		lq_outbox_lease_drop(lock->lock_id, lock->token);
 		lock->quick = false;
+		lq_nquick--;
+	}
+}
+
+/*
+ * lq_give_row writes the lockq.owners row of a grant kept without one: it
+ * has been held for lockq.grant_row_delay, the marker that made that safe is
+ * about to settle, a renewal went beyond what it covers, or the lock
+ * server stops cleanly.  Its entry in
+ * lockq_leases.c says so when the batch is published (before that,
+ * lockq_holds still fences it there, and the lock server's end still reads
+ * those fences).
+ */
+static void
+lq_give_row(LqLock *lock)
+{
+	LqOwnerRow	row;
+
+	if (!lock->held || !lock->rowless || lock->ending)
+		return;
+	lq_timer_disarm(&lock->row);
+	lq_owner_row(lock, &row);
+	lq_store_owner_insert(&row, &lock->row_tid);
+	lock->rowless = false;
+	lq_outbox_lease_put(lock->lock_id, lock->token, lock->owner, lock->role,
+						lock->acquired, lock->ttl, lock->expires, false);
+}
+
+/*
+ * lq_state_give_rows gives the grants of these locks (lock ids), or of every
+ * lock without a row when all, their rows: see lq_give_row.  Lock server,
+ * inside a batch.
+ */
+void
+lq_state_give_rows(List *lock_ids, bool all)
+{
+	ListCell   *lc;
+
+	if (all)
+	{
+		HASH_SEQ_STATUS seq;
+		LqLock	   *lock;
+
+		hash_seq_init(&seq, lq_locks);
+		while ((lock = hash_seq_search(&seq)) != NULL)
+			lq_give_row(lock);
+		return;
+	}
+	foreach(lc, lock_ids)
+	{
+		LqLock	   *lock = lq_lock_lookup(lfirst(lc), false);
+
+		if (lock != NULL)
+			lq_give_row(lock);
 	}
 }
 
@@ -917,10 +999,25 @@ lq_grant(LqLock *lock, LqHolder *h, int64 lease)
 	}
 	else
 	{
-		lq_owner_row(lock, &row);
-		lq_store_owner_insert(&row, &lock->row_tid);
 		lq_ledger_lease_shown(lock->lock_id, lock->expires, lease, lock->acquired,
 							  lq_lock_is_new(lock));
+		/* covered by a marker for its lease and its end: no row needed */
+		lock->rowless = lockq_grant_row_delay > 0 &&
+			lq_nquick < lq_leases_capacity() &&
+			lq_ledger_covers(lock->lock_id, lock->expires, lock->ttl,
+							 lock->acquired);
+		if (lock->rowless)
+		{
+			lock->was_rowless = true;
+			ItemPointerSetInvalid(&lock->row_tid);
+			lq_timer_arm(&lock->row, lock->acquired +
+						 (int64) lockq_grant_row_delay * 1000);
+		}
+		else
+		{
+			lq_owner_row(lock, &row);
+			lq_store_owner_insert(&row, &lock->row_tid);
+		}
 		lq_offer_quick_release(lock, lock->acquired);
 	}
 	lq_timer_arm(&lock->lease, lock->expires);
@@ -987,10 +1084,16 @@ lq_set_lease(LqLock *lock, int64 expires)
 	{
 		int64		now = lq_clock_peek();
 
-		lq_owner_row(lock, &row);
-		lq_store_owner_update(&lock->row_tid, &row);
+		if (!lock->rowless)
+		{
+			lq_owner_row(lock, &row);
+			lq_store_owner_update(&lock->row_tid, &row);
+		}
 		lq_ledger_lease_shown(lock->lock_id, expires, expires - now, now,
 							  lq_lock_is_new(lock));
+		if (lock->rowless &&
+			!lq_ledger_covers(lock->lock_id, expires, lock->ttl, now))
+			lq_give_row(lock);
 		lq_offer_quick_release(lock, now);
 		lq_lift_hold(lock, now);
 	}
@@ -1214,16 +1317,15 @@ lq_end_grant(LqLock *lock, LqEndReason why, int64 now)
 	Assert(lock->held && !lock->ending);
 
 	/* no session may release it quickly from here on (lockq_leases.c) */
-	if (lock->quick)
-	{
-		if (lq_leases_begin_end(lock->lock_id, lock->token) &&
-			why == LQ_END_EXPIRE)
-			why = LQ_END_RELEASE;	/* its session released it first */
-		lq_outbox_lease_drop(lock->lock_id, lock->token);
-		lock->quick = false;
-	}
+	/* its entry stays until lq_finish_end: its fences live there */
+	lock->end_fences = 0;
+	if (lock->quick &&
+		lq_leases_begin_end(lock->lock_id, lock->token, &lock->end_fences) &&
+		why == LQ_END_EXPIRE)
+		why = LQ_END_RELEASE;	/* its session released it first */
 
 	lq_timer_disarm(&lock->lease);
+	lq_timer_disarm(&lock->row);
 	if (lock->session_slot >= 0)
 	{
 		dlist_delete(&lock->session_node);
@@ -1305,8 +1407,11 @@ lq_end_fences(LqLock *lock, int64 now)
 	List	   *pids;
 	ListCell   *lc;
 
-	pids = lock->in_shmem ? lq_slot_fencers(lock->token) :
+	pids = lock->in_shmem || lock->rowless ? lq_slot_fencers(lock->token) :
 		lq_store_fencer_pids(&lock->row_tid);
+	/* fenced in its entry before it had its row */
+	if (lock->was_rowless && !lock->rowless)
+		pids = list_concat_unique_int(pids, lq_slot_fencers(lock->token));
 	foreach(lc, pids)
 	{
 		int			pid = lfirst_int(lc);
@@ -1353,17 +1458,42 @@ lq_finish_end(LqLock *lock, int64 now)
 		lq_nsession_grants--;
 		lock->in_shmem = false;
 	}
-	else if (lq_store_owner_end(&lock->row_tid) == LQ_END_LOCKED)
+	else
 	{
-		if (!lock->in_deferred)
-		{
-			LqOwnerRow	row;
+		/*
+		 * Fences in lockq_leases.c: taken while the grant had no row (it may
+		 * have one by now), counted in its entry, read with the ending mark
+		 * (lq_end_grant) and again on each retry.  The entry stays until
+		 * the grant is done with.
+		 */
+		uint32		fences = !lock->quick ? 0 : lock->in_deferred ?
+			lq_leases_fences(lock->lock_id, lock->token) : lock->end_fences;
+		bool		locked = fences > 0;
 
-			lq_owner_row(lock, &row);
-			lq_store_owner_update(&lock->row_tid, &row);
-			lq_defer_handoff(lock, true);
+		if (!locked && !lock->rowless)
+			locked = lq_store_owner_end(&lock->row_tid) == LQ_END_LOCKED;
+		if (locked)
+		{
+			if (!lock->in_deferred)
+			{
+				if (!lock->rowless)
+				{
+					LqOwnerRow	row;
+
+					lq_owner_row(lock, &row);
+					lq_store_owner_update(&lock->row_tid, &row);
+				}
+				lq_defer_handoff(lock, true);
+			}
+			return;
 		}
-		return;
+		if (lock->quick)
+		{
+			lq_outbox_lease_drop(lock->lock_id, lock->token);
+			lock->quick = false;
+			lq_nquick--;
+		}
+		lock->rowless = false;
 	}
 
 	if (lock->in_deferred)
@@ -2174,6 +2304,8 @@ lq_timer_role_of(const LqTimer *t, Oid *role)
 {
 	if (t->kind == LQ_TIMER_LEASE)
 		*role = ((const LqLock *) ((const char *) t - offsetof(LqLock, lease)))->role;
+	else if (t->kind == LQ_TIMER_ROW)
+		*role = ((const LqLock *) ((const char *) t - offsetof(LqLock, row)))->role;
 	else if (t->kind == LQ_TIMER_WAITER)
 		*role = ((const LqWaiter *) ((const char *) t - offsetof(LqWaiter, timer)))->role;
 	else
@@ -2223,6 +2355,8 @@ lq_fire_timer(LqTimer *t, int64 now)
 		else if (lock->held && !lock->ending && !lq_released_by_holder(lock))
 			lq_end_grant(lock, LQ_END_EXPIRE, now);
 	}
+	else if (t->kind == LQ_TIMER_ROW)
+		lq_give_row((LqLock *) ((char *) t - offsetof(LqLock, row)));
 	else if (t->kind == LQ_TIMER_DELAY)
 	{
 		LqLock	   *lock = (LqLock *) ((char *) t - offsetof(LqLock, delay));
@@ -2548,9 +2682,11 @@ lq_quick_queued(int64 token)
 }
 
 /*
- * lq_load_quick_leases empties the table of leased grants that sessions
- * may release by themselves (batches put them back as they renew grants
- * or make new ones) and ends those that sessions released already: their
+ * lq_load_quick_leases takes back from the table of quick releases what
+ * only it records (lq_leases_reload): the grants kept without a row, and
+ * the entries with fences, which stay while their grant is held.  It
+ * empties the rest (batches put them back as they renew grants or make
+ * new ones), and ends the grants sessions released already: their
  * releases were acknowledged (load->released).
  */
 static void
@@ -2558,17 +2694,52 @@ lq_load_quick_leases(LqLoad *load)
 {
 	int			n;
 	int			i;
-	LqLeaseRef *released = lq_leases_reset(&n);
+	LqLeaseGrant *g = lq_leases_reload(&n);
 
 	for (i = 0; i < n; i++)
 	{
-		LqLock	   *lock = lq_lock_lookup(released[i].lock_id, false);
+		LqLock	   *lock = lq_lock_lookup(g[i].lock_id, g[i].rowless);
 
-		if (lock != NULL && lock->held && !lock->ending && !lock->in_shmem &&
-			lock->token == released[i].token)
+		if (lock == NULL)
+			continue;
+		if (g[i].rowless && !lock->held)
+		{
+			/* its entry is its only record: the grant comes from there */
+			LqHolder	h = {.owner = g[i].owner, .channel = NULL,
+				.token = g[i].token, .ttl = g[i].ttl, .acquired = g[i].acquired,
+			.expires = g[i].expires, .role = g[i].role, .session_slot = -1};
+
+			lq_hold_lock(lock, &h);
+			lock->rowless = true;
+			lock->was_rowless = true;
+			ItemPointerSetInvalid(&lock->row_tid);
+			if ((uint64) g[i].token > pg_atomic_read_u64(&lq_shared->token_high))
+				pg_atomic_write_u64(&lq_shared->token_high, (uint64) g[i].token);
+			lq_timer_arm(&lock->lease, lock->expires);
+			lq_timer_arm(&lock->row, lock->acquired +
+						 (int64) lockq_grant_row_delay * 1000);
+		}
+		if (!lock->held || lock->ending || lock->in_shmem ||
+			lock->token != g[i].token)
+			continue;
+		if (g[i].rowless && !lock->rowless)
+		{
+			/* its row was committed, the batch not published */
+			lq_outbox_lease_put(lock->lock_id, lock->token, lock->owner,
+								lock->role, lock->acquired, lock->ttl,
+								lock->expires, false);
+		}
+		if (g[i].kept && !lock->quick)
+		{
+			lock->quick = true;
+			lq_nquick++;
+		}
+		/* fences may be counted there: the entry stays while it is held */
+		lock->was_rowless |= g[i].kept;
+		if (g[i].released)
 			load->released = lappend(load->released, lock);
 	}
-	pfree(released);
+	pfree(g);
 }
 
 static void

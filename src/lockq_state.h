@@ -45,4 +45,6 @@ extern void lq_state_publish_gauges(void);
 extern bool lq_state_oversized(Size *held);
 
 
+extern void lq_state_give_rows(List *lock_ids, bool all);
+
 #endif							/* LOCKQ_STATE_H */

@@ -236,6 +236,45 @@ lockq_session_grants(PG_FUNCTION_ARGS)
 	return (Datum) 0;
 }
 
+PG_FUNCTION_INFO_V1(lockq_rowless_grants);
+
+/*
+ * lockq_rowless_grants lists the grants with an owner kept without their
+ * row in lockq.owners while a marker covers them (lockq_leases.c):
+ * lockq_locks and lockq_role_usage add them to the table's grants.
+ */
+Datum
+lockq_rowless_grants(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	LqLeaseGrant *grants;
+	int			n;
+	int			i;
+
+	InitMaterializedSRF(fcinfo, 0);
+	if (!lq_is_available())
+		return (Datum) 0;
+
+	grants = lq_leases_rowless(&n);
+	for (i = 0; i < n; i++)
+	{
+		LqLeaseGrant *g = &grants[i];
+		Datum		values[7];
+		bool		nulls[7] = {false, false, false, false, false, false, false};
+
+		values[0] = CStringGetTextDatum(g->lock_id);
+		values[1] = CStringGetTextDatum(g->owner);
+		values[2] = Int64GetDatum(g->token);
+		values[3] = Int64GetDatum(g->ttl);
+		values[4] = Int64GetDatum(g->acquired);
+		values[5] = Int64GetDatum(g->expires);
+		values[6] = ObjectIdGetDatum(g->role);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	pfree(grants);
+	return (Datum) 0;
+}
+
 PG_FUNCTION_INFO_V1(lockq_released_tokens);
 
 /*

@@ -1149,6 +1149,13 @@ lq_apply_batch(const LqBatchPlan *plan)
 		lq_fence_gen_seen = plan->fence_gen;
 	}
 	lq_ledger_settle_markers(plan->now);
+	{
+		bool		all;
+		List	   *rows = lq_ledger_take_needs_rows(&all);
+
+		lq_state_give_rows(rows, all);
+		list_free_deep(rows);
+	}
 	return true;
 }
 
@@ -1424,6 +1431,8 @@ lq_worker_stop(void)
 			elog(ERROR, "lockq extension changed: its state is not stored");
 		lq_lock_or_raise();
 
+		/* grants kept without a row get theirs before every marker goes */
+		lq_state_give_rows(NIL, true);
 		lq_ledger_stop(last);
 		LQ_FAULT("worker-stop");
 		lq_commit_batch();

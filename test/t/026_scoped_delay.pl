@@ -55,8 +55,13 @@ scalar_query($node, qq{SELECT lockq_release('e', 'e1', $te)});
 $te = scalar_query($node, q{SELECT lockq_try('e', 'e2', '2 seconds')});
 # e2's grant was shown before its flush (e is unsettled), so the crash
 # could take the grant itself with it: then nothing is left to end.  Wait
-# until the WAL writer has flushed it, as it does within a fraction of a
-# second, so that the crash must end a grant that survived.
+# until it has its row (a grant its marker covers gets one once it has
+# been held for 100 ms) and the WAL writer has flushed it, as it does
+# within a fraction of a second, so that the crash must end a grant that
+# survived.
+ok($node->poll_query_until('postgres',
+		q{SELECT count(*) = 1 FROM lockq.owners WHERE lock_id = 'e'}),
+	"e2's grant has its row");
 my $lsn = scalar_query($node, 'SELECT pg_current_wal_insert_lsn()');
 ok($node->poll_query_until('postgres',
 		"SELECT pg_current_wal_flush_lsn() >= '$lsn'::pg_lsn"),

@@ -90,6 +90,10 @@ sub changed_hands
 session();
 changed_hands('Q1');
 my $t1 = sq("SELECT lockq_try('Q1', 'a', '30 s')");
+# its marker covers it, so it gets its row only once held for 100 ms: a
+# grant the crash below must end, not one it takes whole
+ok($node->poll_query_until('postgres', "SELECT count(*) = 1 FROM lockq.owners WHERE lock_id = 'Q1'"),
+	'the grant has its row');
 my $nudge = stall_lock_server();
 my $t0 = time();
 is(sq("SET statement_timeout = '5s'; SELECT lockq_release('Q1', 'a', $t1)"),

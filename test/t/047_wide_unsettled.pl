@@ -62,6 +62,9 @@ cmp_ok(scalar_query($node, q{SELECT count(*) FROM lockq.unsettled WHERE lock_id 
 my $short = scalar_query($node, qq{SELECT lockq_try('job:short', 'a', '$ttl seconds')});
 stream('more:', 200);
 my $long = scalar_query($node, q{SELECT lockq_try('job:long', 'b', '2 minutes')});
+ok($node->poll_query_until('postgres',
+		q{SELECT count(*) = 2 FROM lockq.owners WHERE lock_id LIKE 'job:%'}),
+	'both grants have their rows (the short one once held for 100 ms)');
 ok(flushed(), 'both grants have reached the disk');
 crash_restart($node);
 my $t_up = time();
