@@ -1289,9 +1289,7 @@ lockq_holds(PG_FUNCTION_ARGS)
 	held = lq_grants_holds(lock_id, token, now, role, admin);
 	/* a leased grant without a row is fenced in the table of quick releases */
 	if (held < 0)
-	{
 		held = lq_leases_fence(lock_id, token, now, role, admin);
-	}
 	if (held == 1)
 		lq_note_fence(token);
 	else if (held < 0)

@@ -201,45 +201,31 @@ lq_leases_is_released(const char *lock_id, int64 token)
 }
 
 /*
- * lq_leases_collect returns (palloc'd, *n of them) the grants that
- * sessions released and the lock server has not yet ended, and with empty
- * removes every entry.
+ * lq_leases_released returns (palloc'd, *n of them) the grants that
+ * sessions released and the lock server has not yet ended: their rows are
+ * still in lockq.owners, and the views leave them out.
  */
-static LqLeaseRef *
-lq_leases_collect(int *n, bool empty)
+LqLeaseRef *
+lq_leases_released(int *n)
 {
 	HASH_SEQ_STATUS seq;
 	LqLeaseEntry *e;
 	LqLeaseRef *refs;
 
 	*n = 0;
-	LWLockAcquire(lq_leases_lock, empty ? LW_EXCLUSIVE : LW_SHARED);
+	LWLockAcquire(lq_leases_lock, LW_SHARED);
 	refs = palloc(sizeof(LqLeaseRef) * Max(hash_get_num_entries(lq_leases), 1));
 	hash_seq_init(&seq, lq_leases);
 	while ((e = hash_seq_search(&seq)) != NULL)
 	{
-		if (e->released)
-		{
-			strlcpy(refs[*n].lock_id, e->lock_id, sizeof(refs[*n].lock_id));
-			refs[*n].token = e->token;
-			(*n)++;
-		}
-		if (empty)
-			hash_search(lq_leases, e->lock_id, HASH_REMOVE, NULL);
+		if (!e->released)
+			continue;
+		strlcpy(refs[*n].lock_id, e->lock_id, sizeof(refs[*n].lock_id));
+		refs[*n].token = e->token;
+		(*n)++;
 	}
 	LWLockRelease(lq_leases_lock);
 	return refs;
-}
-
-/*
- * lq_leases_released returns the grants that sessions released and the
- * lock server has not yet ended: their rows are still in lockq.owners, and
- * the views leave them out.
- */
-LqLeaseRef *
-lq_leases_released(int *n)
-{
-	return lq_leases_collect(n, false);
 }
 
 /*
@@ -507,6 +493,21 @@ lq_leases_entry_covered(const char *lock_id,
 	return covered;
 }
 
+/* lq_lease_grant_copy copies what a reader needs of entry e into *x. */
+static void
+lq_lease_grant_copy(LqLeaseGrant *x, const LqLeaseEntry *e)
+{
+	strlcpy(x->lock_id, e->lock_id, sizeof(x->lock_id));
+	x->token = e->token;
+	strlcpy(x->owner, e->owner, sizeof(x->owner));
+	x->role = e->role;
+	x->acquired = e->acquired;
+	x->ttl = e->ttl;
+	x->expires = e->expires;
+	x->released = e->released;
+	x->rowless = e->rowless;
+}
+
 /*
  * lq_leases_rowless returns (palloc'd, *n of them) the current grants kept
  * without a row in lockq.owners, for the views.
@@ -524,19 +525,9 @@ lq_leases_rowless(int *n)
 	hash_seq_init(&seq, lq_leases);
 	while ((e = hash_seq_search(&seq)) != NULL)
 	{
-		LqLeaseGrant *x;
-
 		if (!e->rowless || e->ending || e->released)
 			continue;
-		x = &g[(*n)++];
-		strlcpy(x->lock_id, e->lock_id, sizeof(x->lock_id));
-		x->token = e->token;
-		strlcpy(x->owner, e->owner, sizeof(x->owner));
-		x->role = e->role;
-		x->acquired = e->acquired;
-		x->ttl = e->ttl;
-		x->expires = e->expires;
-		x->rowless = true;
+		lq_lease_grant_copy(&g[(*n)++], e);
 	}
 	LWLockRelease(lq_leases_lock);
 	return g;
@@ -572,18 +563,8 @@ lq_leases_reload(int *n)
 		e->ending = false;
 		if (keep || e->released)
 		{
-			LqLeaseGrant *x = &g[(*n)++];
-
-			strlcpy(x->lock_id, e->lock_id, sizeof(x->lock_id));
-			x->token = e->token;
-			strlcpy(x->owner, e->owner, sizeof(x->owner));
-			x->role = e->role;
-			x->acquired = e->acquired;
-			x->ttl = e->ttl;
-			x->expires = e->expires;
-			x->released = e->released;
-			x->rowless = e->rowless;
-			x->kept = keep;
+			lq_lease_grant_copy(&g[*n], e);
+			g[(*n)++].kept = keep;
 		}
 		if (!keep)
 			hash_search(lq_leases, e->lock_id, HASH_REMOVE, NULL);
@@ -599,7 +580,12 @@ lq_leases_reload(int *n)
 void
 lq_leases_clear(void)
 {
-	int			n;
+	HASH_SEQ_STATUS seq;
+	LqLeaseEntry *e;
 
-	pfree(lq_leases_collect(&n, true));
+	LWLockAcquire(lq_leases_lock, LW_EXCLUSIVE);
+	hash_seq_init(&seq, lq_leases);
+	while ((e = hash_seq_search(&seq)) != NULL)
+		hash_search(lq_leases, e->lock_id, HASH_REMOVE, NULL);
+	LWLockRelease(lq_leases_lock);
 }

@@ -472,6 +472,19 @@ lq_ledger_end_covered(const char *lock_id, int64 ttl, int64 now)
 }
 
 /*
+ * lq_marker_covering returns the marker of key (a lock id, or LQ_WIDE_ID)
+ * if it covers a grant's lease until expires (its until) and its end with
+ * this ttl (its fence_ttl); NULL otherwise.
+ */
+static LqMarker *
+lq_marker_covering(const char *key, int64 expires, int64 ttl)
+{
+	LqMarker   *m = hash_search(lq_markers, key, HASH_FIND, NULL);
+
+	return m != NULL && m->until >= expires && m->fence_ttl >= ttl ? m : NULL;
+}
+
+/*
  * lq_ledger_covers: may this grant (of lock_id, lease until expires, with
  * this ttl) do without its lockq.owners row?  Then a crash could neither
  * keep its lease (the marker's until delays the lock past it) nor needs
@@ -487,10 +500,10 @@ lq_ledger_covers(const char *lock_id, int64 expires, int64 ttl, int64 now)
 	if (lockq_synchronous_grants ||
 		ttl > (int64) lockq_max_grace * USECS_PER_SEC)
 		return false;
-	m = hash_search(lq_markers, lock_id, HASH_FIND, NULL);
-	if (m == NULL || m->until < expires || m->fence_ttl < ttl)
-		m = hash_search(lq_markers, LQ_WIDE_ID, HASH_FIND, NULL);
-	if (m == NULL || m->until < expires || m->fence_ttl < ttl)
+	m = lq_marker_covering(lock_id, expires, ttl);
+	if (m == NULL)
+		m = lq_marker_covering(LQ_WIDE_ID, expires, ttl);
+	if (m == NULL)
 		return false;
 	lq_marker_relied(m, now);
 	return true;
@@ -520,23 +533,15 @@ lq_ledger_hold_lifted(const char *lock_id)
  * For lockq_leases.c, which asks them under its LWLock.
  */
 static bool
-lq_marker_covers(const char *key, int64 expires, int64 ttl)
-{
-	LqMarker   *m = hash_search(lq_markers, key, HASH_FIND, NULL);
-
-	return m != NULL && m->until >= expires && m->fence_ttl >= ttl;
-}
-
-static bool
 lq_own_covers(const char *lock_id, int64 expires, int64 ttl)
 {
-	return lq_marker_covers(lock_id, expires, ttl);
+	return lq_marker_covering(lock_id, expires, ttl) != NULL;
 }
 
 static bool
 lq_wide_covers(const char *lock_id, int64 expires, int64 ttl)
 {
-	return lq_marker_covers(LQ_WIDE_ID, expires, ttl);
+	return lq_marker_covering(LQ_WIDE_ID, expires, ttl) != NULL;
 }
 
 /*

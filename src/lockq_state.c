@@ -882,6 +882,18 @@ lq_hold_lock(LqLock *lock, const LqHolder *h)
 }
 
 /*
+ * lq_put_lease_entry stages lock's grant in the table of quick releases
+ * (lockq_leases.c), seen when the batch is published: with a lease end of
+ * expires (0: closed to releases) and marked rowless or not.
+ */
+static void
+lq_put_lease_entry(const LqLock *lock, int64 expires, bool rowless)
+{
+	lq_outbox_lease_put(lock->lock_id, lock->token, lock->owner, lock->role,
+						lock->acquired, lock->ttl, expires, rowless);
+}
+
+/*
  * lq_offer_quick_release lets the holder of a leased grant that this batch
  * made or renewed release it without waiting for the lock server, when
  * the ledger says its end may be shown before its flush
@@ -899,16 +911,13 @@ lq_offer_quick_release(LqLock *lock, int64 now)
 	{
 		if (!lock->quick)
 			lq_nquick++;
-		lq_outbox_lease_put(lock->lock_id, lock->token, lock->owner,
-							lock->role, lock->acquired, lock->ttl,
-							lock->expires, lock->rowless);
+		lq_put_lease_entry(lock, lock->expires, lock->rowless);
 		lock->quick = true;
 	}
 	else if (lock->quick && lock->was_rowless)
 	{
 		Assert(!lock->rowless);
-		lq_outbox_lease_put(lock->lock_id, lock->token, lock->owner,
-							lock->role, lock->acquired, lock->ttl, 0, false);
+		lq_put_lease_entry(lock, 0, false);
 	}
 	else if (lock->quick)
 	{
@@ -939,8 +948,7 @@ lq_give_row(LqLock *lock)
 	lq_owner_row(lock, &row);
 	lq_store_owner_insert(&row, &lock->row_tid);
 	lock->rowless = false;
-	lq_outbox_lease_put(lock->lock_id, lock->token, lock->owner, lock->role,
-						lock->acquired, lock->ttl, lock->expires, false);
+	lq_put_lease_entry(lock, lock->expires, false);
 }
 
 /*
@@ -2725,9 +2733,7 @@ lq_load_quick_leases(LqLoad *load)
 		if (g[i].rowless && !lock->rowless)
 		{
 			/* its row was committed, the batch not published */
-			lq_outbox_lease_put(lock->lock_id, lock->token, lock->owner,
-								lock->role, lock->acquired, lock->ttl,
-								lock->expires, false);
+			lq_put_lease_entry(lock, lock->expires, false);
 		}
 		if (g[i].kept && !lock->quick)
 		{
