@@ -18,7 +18,8 @@
  *
  * Scenarios:
  *	uncontended C   each client locks and releases its own fresh key;
- *					pairs/s and acquire latency
+ *					pairs/s and acquire latency; 1 to 256 clients (the
+ *					targets on many cores are at 64 and 256)
  *	contended C     all clients on one key: acquire, critical section,
  *					release; hand-offs/s, hand-off latency (release sent ->
  *					next holder running), waits, per-client counts, Jain's
@@ -1462,7 +1463,7 @@ main(int argc, char **argv)
 	int			prof_clients = 0;
 	bench_sys	prof_sys = SYS_LOCKQ;
 	bench_scen	prof_scen = SCEN_CONTENDED;
-	int			uncont[] = {1, 4, 16};
+	int			uncont[] = {1, 4, 16, 64, 256};
 	int			cont[] = {2, 16, 64, 256};
 	int			jobs[] = {4, 16, 64};
 	int			scale[] = {1, 2, 4, 8, 16, 32, 64};
