@@ -29,6 +29,7 @@
 #include "utils/guc.h"
 
 #include "lockq_api.h"
+#include "lockq_fastpath.h"
 #include "lockq_fault.h"
 #include "lockq_guc.h"
 #include "lockq_shmem.h"
@@ -54,6 +55,7 @@ _PG_init(void)
 	MarkGUCPrefixReserved("lockq");
 
 	lq_shmem_init_hooks();
+	lq_fast_init_hooks();
 	lq_install_backend_hooks();
 	lq_register_worker();
 }

@@ -48,6 +48,7 @@
 #include "lockq.h"
 #include "lockq_api.h"
 #include "lockq_clock.h"
+#include "lockq_fastpath.h"
 #include "lockq_fault.h"
 #include "lockq_grants.h"
 #include "lockq_leases.h"
@@ -87,6 +88,7 @@ PG_FUNCTION_INFO_V1(lockq_session_owner);
 /* Per-backend state. */
 static int	lq_db_checked = 0;	/* 0 unknown, 1 right database, -1 wrong */
 static bool lq_attached = false;
+static int	lq_my_claim = -1;	/* see lq_call (lockq_fastpath.c) */
 static bool lq_fenced = false;	/* this transaction holds a fencing lock */
 
 /* This session's session-bound grants as it was told them: lock -> token. */
@@ -207,6 +209,9 @@ lq_session_exit(int code, Datum arg)
 	int			slotno = lq_my_slotno();
 	LqSlot	   *slot = &lq_slots[slotno];
 
+	/* a call left by exit: the lock server adopts what it meets (its end) */
+	lq_fast_unclaim(lq_my_claim);
+	lq_my_claim = -1;
 	SpinLockAcquire(&slot->mutex);
 	slot->session_ended = true;
 	if (slot->state != LQ_SLOT_IDLE)
@@ -672,14 +677,26 @@ lq_call(LqRequest *req)
 	lq_attach();
 	slotno = lq_my_slotno();
 	slot = &lq_slots[slotno];
-	lazy = lq_submit(slot, slotno, req);
 
-	PG_ENSURE_ERROR_CLEANUP(lq_call_cleanup, Int32GetDatum(slotno));
+	/* no backend grants this lock by itself while we wait for the answer */
+	lq_fast_unclaim(lq_my_claim);
+	lq_my_claim = lq_fast_claim(req->lock_id);
+	PG_TRY();
 	{
-		LQ_FAULT("call-after-submit");
-		res = lq_await(slot, req, lazy);
+		lazy = lq_submit(slot, slotno, req);
+		PG_ENSURE_ERROR_CLEANUP(lq_call_cleanup, Int32GetDatum(slotno));
+		{
+			LQ_FAULT("call-after-submit");
+			res = lq_await(slot, req, lazy);
+		}
+		PG_END_ENSURE_ERROR_CLEANUP(lq_call_cleanup, Int32GetDatum(slotno));
 	}
-	PG_END_ENSURE_ERROR_CLEANUP(lq_call_cleanup, Int32GetDatum(slotno));
+	PG_FINALLY();
+	{
+		lq_fast_unclaim(lq_my_claim);
+		lq_my_claim = -1;
+	}
+	PG_END_TRY();
 
 	return res;
 }
@@ -1014,6 +1031,22 @@ lq_quick_release(const LqRequest *req)
 		return false;
 	token = g->token;
 
+	/* a grant this session made by itself: gone at once, if nobody fences it */
+	switch (lq_fast_release(req->lock_id, token, lq_clock_peek()))
+	{
+		case LQ_FAST_RELEASED:
+			lq_stat_add(LQ_STAT_RELEASES, 1);
+			lq_my_grant(req->lock_id, 0);
+			return true;
+		case LQ_FAST_EXPIRED:
+			/* over already: the normal path answers false */
+			lq_stat_add(LQ_STAT_EXPIRIES, 1);
+			lq_my_grant(req->lock_id, 0);
+			return false;
+		case LQ_FAST_NOT_MINE:
+			break;
+	}
+
 	if (!lq_quick_room(&lq_slots[slotno]))
 		return false;
 
@@ -1056,6 +1089,40 @@ lq_quick_release_leased(const LqRequest *req)
 }
 
 /*
+ * lq_take_fast grants a session-bound lock on the fast path
+ * (lockq_fastpath.c) when nobody else holds it, waits for it or asks for
+ * it: no round trip to the lock server.  The checks of the normal path come
+ * first (the role may use the lock id); a role with a limit of its own on
+ * session-bound locks takes the normal path, which counts them.  Returns
+ * false when the normal path must decide, also for a lock this session
+ * holds already (the lock server answers with its token).
+ */
+static bool
+lq_take_fast(LqRequest *req, LqResult *res)
+{
+	Oid			role = GetUserId();
+	int64		token;
+
+	lq_attach();
+	if (lq_my_grants != NULL &&
+		hash_search(lq_my_grants, req->lock_id, HASH_FIND, NULL) != NULL)
+		return false;
+	lq_policy_check_use(req->lock_id, role, lq_is_admin(role));
+	if (!lq_policy_default_session_limit(role))
+		return false;
+	token = lq_fast_grant(req->lock_id, lq_my_slotno(), MyProcPid,
+						  MyStartTimestamp, role, req->ttl_us, lq_clock_peek());
+	if (token == 0)
+		return false;
+	lq_stat_add(LQ_STAT_GRANTS, 1);
+	memset(res, 0, sizeof(LqResult));
+	res->status = LQ_ST_GRANTED;
+	res->token = token;
+	res->fresh_grant = true;
+	return true;
+}
+
+/*
  * lockq_get(lock_id, owner, ttl, timeout) waits in FIFO order for the lock
  * and returns the grant's fencing token.  Raises 55P03 on timeout.
  */
@@ -1072,7 +1139,8 @@ lockq_get(PG_FUNCTION_ARGS)
 	req.deadline = lq_arg_deadline(fcinfo, 3, "timeout",
 								   "Pass NULL to wait without a timeout, or use lockq_try not to wait.");
 
-	res = lq_call(&req);
+	if (!(req.session_owner && lq_take_fast(&req, &res)))
+		res = lq_call(&req);
 	if (res.status == LQ_ST_TIMEOUT)
 		ereport(ERROR,
 				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
@@ -1101,7 +1169,8 @@ lockq_try(PG_FUNCTION_ARGS)
 	req.ttl_us = lq_arg_ttl(fcinfo, 2);
 	req.has_ttl = true;
 
-	res = lq_call(&req);
+	if (!(req.session_owner && lq_take_fast(&req, &res)))
+		res = lq_call(&req);
 	lq_raise_if_error(&res);
 	if (res.status != LQ_ST_GRANTED)
 		PG_RETURN_NULL();

@@ -74,10 +74,20 @@ lq_grants_max(void)
 	return lockq_session_locks_per_backend * MaxBackends;
 }
 
+/*
+ * The table's room: lockq.session_locks_per_backend per backend for the
+ * lock server's grants, and LQ_FAST_PER_BACKEND more for the fast path's.
+ */
+static long
+lq_grants_room(void)
+{
+	return (long) lq_grants_max() + (long) LQ_FAST_PER_BACKEND * MaxBackends;
+}
+
 Size
 lq_grants_shmem_size(void)
 {
-	return hash_estimate_size(lq_grants_max(), sizeof(LqSessionGrant));
+	return hash_estimate_size(lq_grants_room(), sizeof(LqSessionGrant));
 }
 
 /*
@@ -105,7 +115,7 @@ lq_grants_shmem_startup(void)
 	info.keysize = sizeof(int64);
 	info.entrysize = sizeof(LqSessionGrant);
 	lq_grants = ShmemInitHash("lockq session grants",
-							  lq_grants_max(), lq_grants_max(),
+							  lq_grants_room(), lq_grants_room(),
 							  &info, HASH_ELEM | HASH_BLOBS);
 }
 
@@ -407,6 +417,94 @@ lq_grants_holds(const char *lock_id, int64 token, int64 now, Oid role,
 	}
 	LWLockRelease(lq_grants_lock);
 	return result;
+}
+
+/*
+ * lq_grants_enter_fast enters a grant made on the fast path
+ * (lockq_fastpath.c), visible at once; false if the table is full.  The
+ * fast path takes room only while the table holds fewer than
+ * lq_grants_max() grants, so the lock server, which makes no more than
+ * that many itself, always finds room for its own: the table's room is
+ * lq_grants_max() plus the fast path's share.  Called under the lock's
+ * partition lock of the fast path.
+ */
+bool
+lq_grants_enter_fast(const LqSessionGrant *g)
+{
+	LqSessionGrant *e = NULL;
+	bool		found;
+
+	LWLockAcquire(lq_grants_lock, LW_EXCLUSIVE);
+	if (hash_get_num_entries(lq_grants) < lq_grants_max())
+		e = hash_search(lq_grants, &g->token, HASH_ENTER_NULL, &found);
+	if (e != NULL)
+	{
+		Assert(!found);
+		memcpy(e, g, sizeof(LqSessionGrant));
+		e->end = LQ_GRANT_CURRENT;
+		e->released = false;
+		pg_atomic_init_u32(&e->fences, 0);
+		e->visible = true;
+		e->staged_op = LQ_GRANT_OP_NONE;
+		e->staged_batch = 0;
+	}
+	LWLockRelease(lq_grants_lock);
+	return e != NULL;
+}
+
+/* lq_grants_forget_fast removes a grant lq_grants_enter_fast just made. */
+void
+lq_grants_forget_fast(int64 token)
+{
+	LWLockAcquire(lq_grants_lock, LW_EXCLUSIVE);
+	hash_search(lq_grants, &token, HASH_REMOVE, NULL);
+	LWLockRelease(lq_grants_lock);
+}
+
+/*
+ * lq_grants_remove_fast is the release of a grant made on the fast path by
+ * its holder: it removes the grant if it is current, not released, and
+ * nobody is fenced on it (*expired: its lease had run out at now), and
+ * returns true.  Else false, and nothing changes: the lock server must end
+ * it.  The fences are read under the LWLock held exclusively, so a
+ * lockq_holds either fenced it first or finds it gone.
+ */
+bool
+lq_grants_remove_fast(int64 token, int64 now, bool *expired)
+{
+	LqSessionGrant *e;
+	bool		removed = false;
+
+	LWLockAcquire(lq_grants_lock, LW_EXCLUSIVE);
+	e = hash_search(lq_grants, &token, HASH_FIND, NULL);
+	if (e != NULL && e->visible && e->end == LQ_GRANT_CURRENT &&
+		!e->released && e->staged_op == LQ_GRANT_OP_NONE &&
+		pg_atomic_read_u32(&e->fences) == 0)
+	{
+		*expired = e->expires <= now;
+		hash_search(lq_grants, &token, HASH_REMOVE, NULL);
+		removed = true;
+	}
+	LWLockRelease(lq_grants_lock);
+	return removed;
+}
+
+/* lq_grants_get copies the grant with this token into *out, if there is one. */
+bool
+lq_grants_get(int64 token, LqSessionGrant *out)
+{
+	LqSessionGrant *e;
+
+	LWLockAcquire(lq_grants_lock, LW_SHARED);
+	e = hash_search(lq_grants, &token, HASH_FIND, NULL);
+	if (e != NULL)
+	{
+		memcpy(out, e, offsetof(LqSessionGrant, fences));
+		pg_atomic_init_u32(&out->fences, pg_atomic_read_u32(&e->fences));
+		out->visible = e->visible;
+	}
+	LWLockRelease(lq_grants_lock);
+	return e != NULL;
 }
 
 /*

@@ -40,6 +40,13 @@ typedef enum LqGrantOp
 	LQ_GRANT_OP_DELETE			/* it is over */
 } LqGrantOp;
 
+/*
+ * Each backend may hold this many grants made on the fast path
+ * (lockq_fastpath.c); the table has room for them on top of
+ * lockq.session_locks_per_backend.
+ */
+#define LQ_FAST_PER_BACKEND		16
+
 typedef struct LqSessionGrant
 {
 	int64		token;			/* hash key, must be first */
@@ -75,6 +82,10 @@ extern void lq_grants_clear(void);
 extern LqSessionGrant *lq_grants_copy(int *n);
 extern int	lq_grants_holds(const char *lock_id, int64 token, int64 now,
 							Oid role, bool admin);
+extern bool lq_grants_enter_fast(const LqSessionGrant *g);
+extern void lq_grants_forget_fast(int64 token);
+extern bool lq_grants_remove_fast(int64 token, int64 now, bool *expired);
+extern bool lq_grants_get(int64 token, LqSessionGrant *out);
 extern bool lq_grants_mark_released(const char *lock_id, int64 token,
 									int pid, int64 session_start, int64 now);
 extern bool lq_grants_is_released(int64 token);

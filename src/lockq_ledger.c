@@ -671,11 +671,13 @@ lq_ledger_tick(void)
  * lq_ledger_next_token issues a fencing token: one above the last, raising
  * the durable ceiling first when the reserve is used up.  (Each start of
  * the lock server moves the tokens up to its clock first: lq_ledger_start.)
+ * Backends take tokens from the same counter for the grants they make by
+ * themselves (lq_token_take), hence the atomic increment.
  */
 int64
 lq_ledger_next_token(void)
 {
-	int64		token = (int64) pg_atomic_read_u64(&lq_shared->token_high) + 1;
+	int64		token = (int64) pg_atomic_add_fetch_u64(&lq_shared->token_high, 1);
 
 	if (token > Max(lq_shared->token_ceiling, lq_pending_token))
 	{
@@ -686,7 +688,6 @@ lq_ledger_next_token(void)
 		lq_file_dirty = true;
 		lq_flush = true;
 	}
-	pg_atomic_write_u64(&lq_shared->token_high, (uint64) token);
 	return token;
 }
 

@@ -45,6 +45,7 @@
 #include "utils/fmgrprotos.h"
 #include "utils/memutils.h"
 
+#include "lockq_fastpath.h"
 #include "lockq_grants.h"
 #include "lockq_leases.h"
 #include "lockq_outbox.h"
@@ -80,6 +81,7 @@ static List *lq_slots_touched = NIL;	/* slot numbers, once each */
 static List *lq_tokens_touched = NIL;	/* int64 tokens, boxed */
 static List *lq_notices = NIL;
 static List *lq_lease_ops = NIL;	/* of LqLeaseOp, in order */
+static List *lq_locks_dropped = NIL;	/* lock ids the rules let go of */
 
 /*
  * lq_outbox_init sets up the module's memory.  Lock server start only.
@@ -101,6 +103,7 @@ lq_outbox_forget(void)
 	lq_tokens_touched = NIL;
 	lq_notices = NIL;
 	lq_lease_ops = NIL;
+	lq_locks_dropped = NIL;
 	MemoryContextReset(lq_outbox_cxt);
 }
 
@@ -294,6 +297,19 @@ lq_outbox_lease_drop(const char *lock_id, int64 token)
 }
 
 /*
+ * lq_outbox_lock_dropped: the rules let go of this lock (nothing held,
+ * queued or delayed).  Backends may grant it by themselves again once the
+ * batch is published (lq_fast_forget); a batch that fails is undone by
+ * the rebuild of the state, which counts the locks anew.
+ */
+void
+lq_outbox_lock_dropped(const char *lock_id)
+{
+	lq_locks_dropped = lappend(lq_locks_dropped,
+							   MemoryContextStrdup(lq_outbox_cxt, lock_id));
+}
+
+/*
  * lq_outbox_notify queues a NOTIFY for the commit.  The payload is
  * "<event> <token> <length of lock id> <lock id> <owner>", so that a client
  * can split it even when the lock id contains spaces.
@@ -468,6 +484,8 @@ lq_outbox_publish(void)
 		else
 			lq_leases_drop(op->lock_id, op->token);
 	}
+	foreach(lc, lq_locks_dropped)
+		lq_fast_forget(lfirst(lc));
 	recheck = lq_publish_slots(lq_slots_touched, lq_batch);
 	lq_shared->sealed_batch = 0;
 	lq_outbox_forget();

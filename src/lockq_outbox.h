@@ -47,6 +47,7 @@ extern void lq_outbox_lease_put(const char *lock_id, int64 token,
 								const char *owner, Oid role, int64 acquired,
 								int64 ttl, int64 expires, bool rowless);
 extern void lq_outbox_lease_drop(const char *lock_id, int64 token);
+extern void lq_outbox_lock_dropped(const char *lock_id);
 
 /* NOTIFYs for client-side waiters, sent with the commit. */
 extern void lq_outbox_notify(const char *channel, const char *event,

@@ -257,6 +257,25 @@ lq_policy_limits(Oid role, LqRequest *req)
 }
 
 /*
+ * lq_policy_default_session_limit: does role's limit of session-bound
+ * locks come from the default (lockq.max_session_locks_per_role = -1, no
+ * row of its own)?  Only then may its sessions take locks on the fast path
+ * (lockq_fastpath.c), whose grants the lock server counts only once it
+ * adopts them.
+ */
+bool
+lq_policy_default_session_limit(Oid role)
+{
+	LqRoleLimits *l;
+
+	if (lockq_max_session_locks_per_role >= 0)
+		return false;
+	lq_policy_ensure();
+	l = hash_search(lq_role_limits, &role, HASH_FIND, NULL);
+	return l == NULL || l->max_session_locks < 0;
+}
+
+/*
  * lq_policy_may_use: may role take, queue for or fence lock_id?  Always,
  * unless lockq.namespace_privileges is on; then only an administrator, or
  * a role that has the privileges of a role granted a prefix of lock_id.

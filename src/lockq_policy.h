@@ -18,6 +18,7 @@
 #include "lockq.h"
 
 extern void lq_policy_limits(Oid role, LqRequest *req);
+extern bool lq_policy_default_session_limit(Oid role);
 extern bool lq_policy_may_use(const char *lock_id, Oid role, bool admin);
 extern void lq_policy_check_use(const char *lock_id, Oid role, bool admin);
 

@@ -613,6 +613,32 @@ lq_server_started(void)
 }
 
 /*
+ * lq_token_take issues a fencing token for a grant that a backend makes by
+ * itself (lockq_fastpath.c): one above the last, if that is within the
+ * durable ceiling, else 0 (the lock server raises the ceiling when it
+ * issues its next token).  The lock server takes its tokens from the same
+ * counter (lq_ledger_next_token), so they stay strictly increasing over
+ * all grants.  The ceiling is published only once durable; a stale read
+ * of it only makes this give up sooner.
+ */
+int64
+lq_token_take(void)
+{
+	uint64		old = pg_atomic_read_u64(&lq_shared->token_high);
+
+	for (;;)
+	{
+		int64		ceiling = *(volatile int64 *) &lq_shared->token_ceiling;
+
+		if ((int64) old + 1 > ceiling)
+			return 0;
+		if (pg_atomic_compare_exchange_u64(&lq_shared->token_high, &old,
+										   old + 1))
+			return (int64) old + 1;
+	}
+}
+
+/*
  * lq_stat_queue_length raises the high-water mark of queue lengths
  * (lockq_stats.max_queue_length) to n if it is below.  A compare-and-swap,
  * so that a concurrent lockq_stats_reset is never undone by a stale value

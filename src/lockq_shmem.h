@@ -308,6 +308,7 @@ extern void lq_settle_arrivals(void);
 extern bool lq_hint_held_by_other(const char *lock_id, const char *owner);
 extern void lq_stat_add(LqStat stat, uint64 n);
 extern bool lq_server_started(void);
+extern int64 lq_token_take(void);
 extern void lq_stat_queue_length(uint64 n);
 extern void lq_stats_reset(void);
 extern void lq_result_error(LqResult *res, int sqlerrcode, const char *message,

@@ -45,6 +45,7 @@
 
 #include "lockq_clock.h"
 #include "lockq_fault.h"
+#include "lockq_fastpath.h"
 #include "lockq_grants.h"
 #include "lockq_leases.h"
 #include "lockq_guc.h"
@@ -265,6 +266,7 @@ static int64 lq_all_until = 0;	/* after a crash with every lock unsettled
 								 * before */
 
 static void lq_delay_new_lock(LqLock *lock);
+static void lq_hold_lock(LqLock *lock, const LqHolder *h);
 
 /*
  * Queue lengths, for the longest queue (lockq_stats.longest_queue) in
@@ -577,15 +579,22 @@ lq_strfree(char **s)
 	*s = NULL;
 }
 
+/*
+ * lq_lock_new enters a lock the rules have nothing of: free, nobody
+ * queued (lq_lock_lookup).
+ */
 static LqLock *
-lq_lock_lookup(const char *lock_id, bool create)
+lq_lock_new(const char *lock_id)
 {
 	bool		found;
 	LqLock	   *lock;
 
-	lock = hash_search(lq_locks, lock_id, create ? HASH_ENTER : HASH_FIND,
-					   &found);
-	if (lock != NULL && !found)
+	lock = hash_search(lq_locks, lock_id, HASH_ENTER, &found);
+	if (found)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("lock \"%s\" was granted by a backend while the lock server had it",
+						lock_id)));
 	{
 		lock->held = false;
 		lock->ending = false;
@@ -616,6 +625,78 @@ lq_lock_lookup(const char *lock_id, bool create)
 			lq_delay_new_lock(lock);
 	}
 	return lock;
+}
+
+/*
+ * lq_adopt_fast_grant makes the grant that a backend made by itself
+ * (lockq_fastpath.c, taken out of its table by the caller) the holder of
+ * lock, as if the rules had made it: in its session's list, with its lease
+ * timer (which fires at once if the lease ran out meanwhile).  Its entry in
+ * lockq_grants.c is already published.
+ */
+static void
+lq_adopt_fast_grant(LqLock *lock, const LqFastGrant *fast)
+{
+	LqSessionGrant g;
+	char		owner[LQ_MAX_OWNER_LEN + 1];
+
+	if (!lq_grants_get(fast->token, &g))
+		elog(ERROR, "lockq: the grant of lock \"%s\" with token " INT64_FORMAT " made by a backend is gone",
+			 fast->lock_id, fast->token);
+	lq_format_session_owner(owner, sizeof(owner), g.pid, g.session_start);
+	{
+		LqHolder	h = {.owner = owner, .token = g.token, .ttl = g.ttl,
+			.acquired = g.acquired, .expires = g.expires, .role = g.role,
+			.in_shmem = true, .session_slot = fast->slotno,
+		.session_pid = g.pid, .session_start = g.session_start};
+
+		lq_hold_lock(lock, &h);
+	}
+	lq_timer_arm(&lock->lease, lock->expires);
+	dlist_push_tail(&lq_sessions[fast->slotno].held, &lock->session_node);
+}
+
+/*
+ * lq_adopt_fast_of_slot adopts every grant the session in slot slotno made
+ * by itself, so that the caller can end all of its grants (its session
+ * ended, or released them all).
+ */
+static void
+lq_adopt_fast_of_slot(int slotno)
+{
+	List	   *fast = lq_fast_adopt_slot(slotno);
+	ListCell   *lc;
+
+	foreach(lc, fast)
+	{
+		LqFastGrant *f = lfirst(lc);
+
+		lq_adopt_fast_grant(lq_lock_new(f->lock_id), f);
+	}
+	list_free_deep(fast);
+}
+
+/*
+ * lq_lock_lookup finds lock_id in the rules' state.  A lock they have
+ * nothing of may have been granted by a backend by itself: that grant is
+ * adopted first (lq_fast_adopt), so that whatever the caller does next
+ * meets it.  With create, a lock not found is entered (free).
+ */
+static LqLock *
+lq_lock_lookup(const char *lock_id, bool create)
+{
+	LqLock	   *lock = hash_search(lq_locks, lock_id, HASH_FIND, NULL);
+	LqFastGrant fast;
+
+	if (lock != NULL)
+		return lock;
+	if (lq_fast_adopt(lock_id, create, &fast))
+	{
+		lock = lq_lock_new(lock_id);
+		lq_adopt_fast_grant(lock, &fast);
+		return lock;
+	}
+	return create ? lq_lock_new(lock_id) : NULL;
 }
 
 /*
@@ -663,6 +744,7 @@ lq_lock_maybe_drop(LqLock *lock)
 		!lock->delay.armed)
 	{
 		Assert(!lock->lease.armed && !lock->row.armed && !lock->in_deferred);
+		lq_outbox_lock_dropped(lock->lock_id);
 		hash_search(lq_locks, lock->lock_id, HASH_REMOVE, NULL);
 	}
 }
@@ -2115,6 +2197,7 @@ lq_apply_release_session(int slotno, uint64 reqid, int64 now)
 	int64		n = 0;
 
 	lq_slot_identity(slotno, &pid, &start);
+	lq_adopt_fast_of_slot(slotno);
 	dlist_foreach_modify(iter, &s->held)
 	{
 		LqLock	   *lock = dlist_container(LqLock, session_node, iter.cur);
@@ -2288,6 +2371,7 @@ lq_state_session_end(int slotno, int pid, int64 session_start, int64 now)
 	LqSession  *s = &lq_sessions[slotno];
 	dlist_mutable_iter iter;
 
+	lq_adopt_fast_of_slot(slotno);
 	if (s->waiter != NULL)
 		lq_state_cancel_wait(slotno, s->waiter->reqid, now);
 	if (s->awaiting != NULL)
@@ -2448,8 +2532,12 @@ lq_fire_due_of(const char *lock_id, const char *owner, int64 at, int64 now)
 void
 lq_state_fire_due_for(const char *lock_id, const char *owner, int64 now)
 {
-	LqTimer    *t = lq_timer_first_of_groups();
+	LqTimer    *t;
 
+	/* a grant a backend made by itself is adopted first, with its timer */
+	if (lq_fast_count() > 0)
+		(void) lq_lock_lookup(lock_id, false);
+	t = lq_timer_first_of_groups();
 	/* usually nothing at all is left due: then there is nothing to look up */
 	if (t == NULL || t->at > now)
 		return;
@@ -2543,6 +2631,16 @@ lq_state_run_wait_timeouts(int64 now)
 		lq_tables_blocked = false;
 	}
 	PG_END_TRY();
+}
+
+/*
+ * lq_state_every_lock_delayed: is every lock still delayed after a crash
+ * (the wide marker), locks the rules have not met yet included?
+ */
+bool
+lq_state_every_lock_delayed(int64 now)
+{
+	return lq_all_until > now;
 }
 
 /*

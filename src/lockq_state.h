@@ -43,6 +43,7 @@ extern int64 lq_state_next_deadline(void);
 extern bool lq_state_has_deferred(void);
 extern void lq_state_publish_gauges(void);
 extern bool lq_state_oversized(Size *held);
+extern bool lq_state_every_lock_delayed(int64 now);
 
 
 extern void lq_state_give_rows(List *lock_ids, bool all);

@@ -27,6 +27,7 @@
 
 #include "lockq_api.h"
 #include "lockq_clock.h"
+#include "lockq_fastpath.h"
 #include "lockq_grants.h"
 #include "lockq_leases.h"
 #include "lockq_shmem.h"
@@ -96,7 +97,9 @@ lockq_stats(PG_FUNCTION_ARGS)
 	memset(nulls, 0, sizeof(nulls));
 	for (i = 0; i < n; i++)
 		values[i] = Int64GetDatum((int64) pg_atomic_read_u64(&lq_shared->stats[lq_stat_columns[i]]));
-	values[n] = Int64GetDatum((int64) pg_atomic_read_u64(&lq_shared->holders));
+	/* with the grants backends made by themselves (lockq_fastpath.c) */
+	values[n] = Int64GetDatum((int64) (pg_atomic_read_u64(&lq_shared->holders) +
+									   lq_fast_count()));
 	values[n + 1] = Int64GetDatum((int64) pg_atomic_read_u64(&lq_shared->waiters));
 
 	SpinLockAcquire(&lq_shared->mutex);
@@ -204,11 +207,13 @@ lockq_session_grants(PG_FUNCTION_ARGS)
 	LqSessionGrant *grants;
 	int			n;
 	int			i;
+	int64		now;
 
 	InitMaterializedSRF(fcinfo, 0);
 	if (!lq_is_available())
 		return (Datum) 0;		/* nothing of ours in shared memory here */
 
+	now = lq_clock_peek();
 	grants = lq_grants_copy(&n);
 	for (i = 0; i < n; i++)
 	{
@@ -220,6 +225,9 @@ lockq_session_grants(PG_FUNCTION_ARGS)
 
 		if (g->released)
 			continue;			/* released by its session already */
+		if (g->expires <= now)
+			continue;			/* run out (one made on the fast path stays
+								 * until someone asks for its lock) */
 		lq_format_session_owner(owner, sizeof(owner), g->pid,
 								g->session_start);
 		values[0] = CStringGetTextDatum(g->lock_id);

@@ -66,6 +66,7 @@
 #include "utils/timestamp.h"
 
 #include "lockq_clock.h"
+#include "lockq_fastpath.h"
 #include "lockq_fault.h"
 #include "lockq_grants.h"
 #include "lockq_leases.h"
@@ -94,6 +95,8 @@ static LqEntry *lq_ring_buf = NULL;
 static bool lq_ready = false;	/* extension present and state loaded */
 static bool lq_need_recover = true;
 static bool lq_careful = false; /* after an error: one slot per transaction */
+static bool lq_fast_open = false;	/* backends may grant by themselves */
+static void lq_fast_maybe_open(void);
 static bool lq_timers_left = false; /* the last batch left timers due (a
 									 * wave of them fires in slices) */
 static int	lq_error_backoff_ms = 0;
@@ -683,6 +686,8 @@ lq_commit_batch(void)
 	MemoryContextSwitchTo(old);
 	list_free(again);
 	LQ_FAULT("batch-after-publish");
+	if (!lq_fast_open)
+		lq_fast_maybe_open();
 	lq_state_publish_gauges();
 	lq_stat_add(LQ_STAT_BATCHES, 1);
 	if (sync)
@@ -840,6 +845,21 @@ lq_lock_or_raise(void)
 }
 
 /*
+ * lq_fast_maybe_open lets backends grant free session-bound locks by
+ * themselves (lockq_fastpath.c) once the state is loaded, unless every
+ * lock is delayed after a crash: a lock the rules do not know of yet must
+ * wait too.  Then the first batch after the delay opens it.
+ */
+static void
+lq_fast_maybe_open(void)
+{
+	if (!OidIsValid(lq_ext_oid) || lq_state_every_lock_delayed(lq_clock_peek()))
+		return;
+	lq_fast_start();
+	lq_fast_open = true;
+}
+
+/*
  * lq_recover_installation finds out whether the extension is installed,
  * and in which installation: session-bound grants belong to one, and
  * dropping it ends every lock, as it drops the tables.
@@ -919,6 +939,9 @@ lq_recover(void)
 	{
 		LQ_FAULT("recover-start");
 		lq_outbox_resolve();
+		/* no backend grants by itself until the state is loaded anew */
+		lq_fast_stop();
+		lq_fast_open = false;
 		installed = lq_recover_installation();
 		if (installed)
 			lq_recover_state();
@@ -959,6 +982,7 @@ lq_recover(void)
 		/* after the commit: backends may read the tables from now on */
 		pg_write_barrier();
 		lq_shared->started = true;
+		lq_fast_maybe_open();
 	}
 	lq_need_recover = false;
 	if (!installed)

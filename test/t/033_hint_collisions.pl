@@ -33,7 +33,11 @@ use LockqTest;
 # the longest lock id a held hint keeps (LQ_HINT_ID_LEN in lockq_shmem.h)
 my $hint_id_len = 119;
 
-my $node = lockq_node('hints');
+# The holders here are session-bound and must be granted by the lock
+# server, which writes the hints: a limit of session-bound locks set for
+# the roles keeps them off the fast path (lockq_fastpath.c).
+my $node = lockq_node('hints',
+	conf => "lockq.max_session_locks_per_role = 100000\n");
 fault_functions($node);
 $node->safe_psql(
 	'postgres', q{
