@@ -625,6 +625,9 @@ lq_await(LqSlot *slot, const LqRequest *req, bool lazy)
 		}
 		if (done)
 		{
+			/* wake two of the backends answered in the same batch */
+			lq_wakes_pass(2);
+
 			/*
 			 * A cancel or terminate that came with the answer is
 			 * handled while the answer is still in the slot, so that

@@ -425,14 +425,16 @@ lq_publish_slot(int slotno, LqSlotStaged *st, bool *recheck, bool *freed)
 
 /*
  * lq_publish_slots publishes the staged outcome of every slot that has one
- * of batch (all: whatever batch), waking the backends; returns the slots
- * to look at again.
+ * of batch (all: whatever batch), waking the backends (through
+ * lq_wakes_hand_on); returns the slots to look at again.
  */
 static List *
 lq_publish_slots(List *slots, uint64 batch)
 {
 	List	   *recheck = NIL;
 	ListCell   *lc;
+	int			wake[LQ_WAKE_MAX + 1];
+	int			nwake = 0;
 
 	foreach(lc, slots)
 	{
@@ -446,7 +448,14 @@ lq_publish_slots(List *slots, uint64 batch)
 			continue;
 		procno = lq_publish_slot(slotno, st, &again, &freed);
 		if (procno >= 0)
-			SetLatch(&ProcGlobal->allProcs[procno].procLatch);
+		{
+			if (nwake == lengthof(wake))
+			{
+				lq_wakes_hand_on(wake, nwake);
+				nwake = 0;
+			}
+			wake[nwake++] = procno;
+		}
 		if (freed)
 			ConditionVariableBroadcast(&lq_slots[slotno].freed);
 		if (again)
@@ -457,6 +466,7 @@ lq_publish_slots(List *slots, uint64 batch)
 			MemoryContextSwitchTo(old);
 		}
 	}
+	lq_wakes_hand_on(wake, nwake);
 	return recheck;
 }
 

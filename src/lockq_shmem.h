@@ -174,6 +174,9 @@ typedef enum LqStat
  * first 64 bytes, so a short id's lookup touches one cache line; 512 kB in
  * all.
  */
+/* The most wake-ups the lock server leaves for backends to pass on. */
+#define LQ_WAKE_MAX		64
+
 #define LQ_HELD_HINTS	4096
 #define LQ_HINT_ID_LEN	119
 
@@ -228,6 +231,14 @@ typedef struct LqShared
 									 * values */
 	int64		clock_offset;	/* lockq time = CLOCK_MONOTONIC + offset */
 	pg_atomic_uint32 clock_ready;	/* offset is valid */
+
+	/*
+	 * Backends the lock server answered and left for the backends it woke
+	 * to wake (lq_wakes_hand_on): procnos, protected by wake_mutex.
+	 */
+	slock_t		wake_mutex;
+	int			wake_n;
+	int			wake[LQ_WAKE_MAX];
 
 	/*
 	 * The lock server's start in this shared-memory lifetime (see
@@ -298,6 +309,8 @@ extern void lq_shmem_init_hooks(void);
 extern void lq_ring_push(LqEntry entry);
 extern int	lq_ring_drain(LqEntry *out, int max, bool *overflow);
 extern void lq_wake_worker(void);
+extern void lq_wakes_hand_on(const int *procnos, int n);
+extern void lq_wakes_pass(int n);
 extern void lq_hint_held(const char *lock_id, const char *owner);
 extern void lq_hint_free(const char *lock_id);
 extern void lq_hint_reset(void);

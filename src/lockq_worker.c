@@ -1422,6 +1422,8 @@ lq_worker_detach(int code, Datum arg)
 		lq_shared->worker_procno = -1;
 	}
 	SpinLockRelease(&lq_shared->mutex);
+	/* backends answered whom nobody has woken yet */
+	lq_wakes_hand_on(NULL, 0);
 	/* (an exit from a durable wait does not come back to lq_commit) */
 	pg_atomic_write_u64(&lq_shared->durable_wait_since, 0);
 }
@@ -1569,6 +1571,8 @@ lockq_worker_main(Datum main_arg)
 		long		sleep_ms = lq_cycle();
 
 		lq_report_waiting();
+		/* before it sleeps: nobody answered is left unwoken */
+		lq_wakes_hand_on(NULL, 0);
 		(void) WaitLatch(MyLatch,
 						 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 sleep_ms, PG_WAIT_EXTENSION);

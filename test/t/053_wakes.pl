@@ -1,0 +1,96 @@
+# Waking the backends a batch answered (lq_wakes_hand_on): the lock server
+# wakes the first itself and leaves the others to be woken by the backends
+# it woke, two each.  Checked:
+#  * 30 lockq_get calls answered in one batch all return;
+#  * when the first backend woken stalls before it passes the wake-ups on
+#    (fault point wakes-pass), the other 29 still return: the lock server
+#    wakes what is left, at its next batch or before it sleeps (fails if
+#    it does not);
+#  * the stalled one returns with its grant once it goes on.
+#
+# Copyright (c) 2026, lockq developers
+# This file is part of lockq, released under the PostgreSQL License
+# (see LICENSE).
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use LockqTest;
+
+my $n = 30;
+my $node = lockq_node('wakes');
+fault_functions($node);
+
+# idle(tag, want): polls until want of the round's sessions have finished
+# their statement (state idle in pg_stat_activity).
+sub idle
+{
+	my ($tag, $want) = @_;
+	return $node->poll_query_until('postgres',
+		"SELECT count(*) = $want FROM pg_stat_activity WHERE application_name ~ '^${tag}[0-9]+\$' AND state = 'idle'");
+}
+
+# tokens(sessions, tag): how many sessions printed their token.
+sub tokens
+{
+	my ($sessions, $tag) = @_;
+	my $count = 0;
+	foreach my $i (0 .. $#$sessions)
+	{
+		$count++ if defined waiter_result($sessions->[$i], qr/$tag$i:(\d+)/);
+	}
+	return $count;
+}
+
+# round(tag): the lock server is stalled; n sessions each send a lockq_get
+# of a lock of their own, with an owner (so that it goes to the lock
+# server); returns the sessions once all of them wait.  The next batch
+# answers all n.
+sub round
+{
+	my ($tag) = @_;
+	$node->safe_psql('postgres', "SELECT lockq_fault_arm('batch-start', 'wait')");
+	my $nudge = start_waiter($node, "nudge$tag", "SELECT lockq_try('nudge$tag', 'n');");
+	ok(fault_fired($node, 'batch-start'), "$tag: the lock server is stalled");
+	my @s;
+	foreach my $i (0 .. $n - 1)
+	{
+		push @s, start_waiter($node, "$tag$i",
+			"SELECT '$tag$i:' || lockq_get('$tag$i', 'o$i', '1 min');");
+	}
+	ok($node->poll_query_until('postgres',
+			"SELECT count(*) = $n FROM pg_stat_activity WHERE wait_event_type = 'Extension' AND application_name LIKE '$tag%' AND application_name <> 'nudge$tag'"),
+		"$tag: $n lockq_get calls wait for the stalled lock server");
+	return ($nudge, @s);
+}
+
+# --- all answered in one batch return -----------------------------------------
+my ($nudge_a, @a) = round('a');
+my $b0 = scalar_query($node, 'SELECT batches FROM lockq_stats');
+$node->safe_psql('postgres',
+	"SELECT lockq_fault_disarm('batch-start'); SELECT lockq_fault_wakeup('batch-start')");
+ok(idle('a', $n), "all $n return");
+is(tokens(\@a, 'a'), $n, 'each with its grant');
+cmp_ok(scalar_query($node, 'SELECT batches FROM lockq_stats') - $b0, '<=', 3,
+	'answered in a batch or two (a session passes the wake-ups on)');
+end_session($_) foreach ($nudge_a, @a);
+
+# --- the first backend woken stalls before it passes them on ------------------
+my ($nudge_b, @b) = round('b');
+$node->safe_psql('postgres',
+	"SELECT lockq_fault_arm('wakes-pass', 'wait', 0, 0, 1); "
+	  . "SELECT lockq_fault_disarm('batch-start'); SELECT lockq_fault_wakeup('batch-start')");
+ok(fault_fired($node, 'wakes-pass'), 'a woken backend stalls before it passes the wake-ups on');
+ok(idle('b', $n - 1),
+	'the other ' . ($n - 1) . ' return all the same: the lock server wakes them');
+is(scalar_query($node, "SELECT count(*) FROM lockq_locks WHERE lock_id LIKE 'b%' AND lock_id <> 'nudgeb'"),
+	$n, "all $n hold their lock");
+$node->safe_psql('postgres', "SELECT lockq_fault_wakeup('wakes-pass')");
+ok(idle('b', $n), 'the stalled one returns too, once it goes on');
+is(tokens(\@b, 'b'), $n, 'each with its grant');
+end_session($_) foreach ($nudge_b, @b);
+
+$node->stop;
+done_testing();
