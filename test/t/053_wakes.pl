@@ -79,15 +79,20 @@ end_session($_) foreach ($nudge_a, @a);
 
 # --- the first backend woken stalls before it passes them on ------------------
 my ($nudge_b, @b) = round('b');
+# The lock server sleeps 2 s after each publish, so that the first backend
+# it wakes reaches the fault point before the lock server, going to sleep,
+# wakes the others itself.
 $node->safe_psql('postgres',
 	"SELECT lockq_fault_arm('wakes-pass', 'wait', 0, 0, 1); "
+	  . "SELECT lockq_fault_arm('batch-after-publish', 'sleep', 2000, 0, -1); "
 	  . "SELECT lockq_fault_disarm('batch-start'); SELECT lockq_fault_wakeup('batch-start')");
 ok(fault_fired($node, 'wakes-pass'), 'a woken backend stalls before it passes the wake-ups on');
 ok(idle('b', $n - 1),
 	'the other ' . ($n - 1) . ' return all the same: the lock server wakes them');
 is(scalar_query($node, "SELECT count(*) FROM lockq_locks WHERE lock_id LIKE 'b%' AND lock_id <> 'nudgeb'"),
 	$n, "all $n hold their lock");
-$node->safe_psql('postgres', "SELECT lockq_fault_wakeup('wakes-pass')");
+$node->safe_psql('postgres',
+	"SELECT lockq_fault_disarm('batch-after-publish'); SELECT lockq_fault_wakeup('wakes-pass')");
 ok(idle('b', $n), 'the stalled one returns too, once it goes on');
 is(tokens(\@b, 'b'), $n, 'each with its grant');
 end_session($_) foreach ($nudge_b, @b);
