@@ -367,8 +367,9 @@ lq_wake_worker(void)
  * (lq_wakes_pass, two each), so that waking n backends costs the lock
  * server, whose time bounds every grant, one kill() instead of n (a third
  * of its time went there).  What the backends have not taken by the next
- * batch the lock server wakes itself then, and before it sleeps: no
- * wake-up waits longer than a batch.  Lock server only.
+ * batch the lock server wakes itself then, and before it sleeps or waits
+ * for a flush or for standbys (lq_wakes_hand_on(NULL, 0)): no wake-up
+ * waits longer than a batch's work.  Lock server only.
  */
 void
 lq_wakes_hand_on(const int *procnos, int n)
@@ -378,6 +379,9 @@ lq_wakes_hand_on(const int *procnos, int n)
 	int			keep = 0;
 	int			i;
 
+	/* only the lock server adds: an empty array it reads stays empty */
+	if (n == 0 && lq_shared->wake_n == 0)
+		return;
 	SpinLockAcquire(&lq_shared->wake_mutex);
 	nleft = lq_shared->wake_n;
 	memcpy(left, lq_shared->wake, sizeof(int) * nleft);

@@ -604,6 +604,7 @@ lq_after_durable_wait(void)
 static void
 lq_wait_replicated(void)
 {
+	lq_wakes_hand_on(NULL, 0);	/* nobody answered waits on the standbys */
 	lq_in_durable_wait = true;
 	SyncRepWaitForLSN(GetFlushRecPtr(NULL), false);
 	lq_after_durable_wait();
@@ -633,6 +634,8 @@ lq_commit(bool sync)
 	lq_in_durable_wait = sync;
 	if (sync)
 	{
+		/* a flush, or standbys, may take long: wake the answered first */
+		lq_wakes_hand_on(NULL, 0);
 		lq_report(STATE_RUNNING, lq_doing_flush);
 		pg_atomic_write_u64(&lq_shared->durable_wait_since,
 							(uint64) lq_clock_peek());
