@@ -35,6 +35,7 @@ bool		lockq_synchronous_grants = false;
 int			lockq_max_grace = 60;
 int			lockq_max_unsettled_rate = 200;
 int			lockq_grant_row_delay = 100;
+int			lockq_spin_time = 300;
 int			lockq_session_locks_per_backend = 64;
 int			lockq_table_lock_timeout = 2000;
 int			lockq_fence_timeout = 10000;
@@ -105,6 +106,14 @@ lq_guc_define(void)
 							"Each costs a flush, and a crash delays only those locks.  Above this rate all locks are made unsettled together, and a crash delays every lock (see DESIGN.md, \"Unsettled locks\").  -1: always one at a time.",
 							&lockq_max_unsettled_rate,
 							200, -1, INT_MAX,
+							PGC_SIGHUP, 0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("lockq.spin_time",
+							"Sets how long the lock server keeps looking for new requests before it sleeps, in microseconds.",
+							"Only while requests came that close together: a request that finds the lock server awake is taken without waking it (see DESIGN.md, \"The lock server's loop\").  0: it sleeps at once.",
+							&lockq_spin_time,
+							300, 0, 1000,
 							PGC_SIGHUP, 0,
 							NULL, NULL, NULL);
 
