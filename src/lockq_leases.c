@@ -102,8 +102,25 @@ static LqLeaseFence *lq_my_fences = NULL;
 static int	lq_my_nfences = 0;
 static int	lq_my_maxfences = 0;
 
+/*
+ * The tokens of the last LQ_ENDED_MAX grants sessions released that the
+ * lock server has taken out of the table, under lq_leases_lock.  A view
+ * whose snapshot was taken before the batch that deleted such a grant's
+ * row committed still sees the row, but may read the table after the entry
+ * is gone: it leaves these tokens out too (tokens are never reused, so a
+ * token whose row is gone filters nothing).
+ */
+#define LQ_ENDED_MAX			1024
+typedef struct LqLeasesEnded
+{
+	int			next;			/* where the next token goes */
+	int			n;				/* how many are filled */
+	int64		token[LQ_ENDED_MAX];
+} LqLeasesEnded;
+
 static HTAB *lq_leases = NULL;
 static LWLock *lq_leases_lock = NULL;
+static LqLeasesEnded *lq_leases_ended = NULL;
 
 static int
 lq_leases_max(void)
@@ -124,7 +141,8 @@ lq_leases_capacity(void)
 Size
 lq_leases_shmem_size(void)
 {
-	return hash_estimate_size(lq_leases_max(), sizeof(LqLeaseEntry));
+	return add_size(hash_estimate_size(lq_leases_max(), sizeof(LqLeaseEntry)),
+					sizeof(LqLeasesEnded));
 }
 
 void
@@ -141,8 +159,13 @@ void
 lq_leases_shmem_startup(void)
 {
 	HASHCTL		info;
+	bool		found;
 
 	lq_leases_lock = &(GetNamedLWLockTranche(LQ_LEASES_TRANCHE))->lock;
+	lq_leases_ended = ShmemInitStruct("lockq ended quick leases",
+									  sizeof(LqLeasesEnded), &found);
+	if (!found)
+		memset(lq_leases_ended, 0, sizeof(LqLeasesEnded));
 	memset(&info, 0, sizeof(info));
 	info.keysize = LQ_MAX_ID_LEN + 1;
 	info.entrysize = sizeof(LqLeaseEntry);
@@ -201,31 +224,48 @@ lq_leases_is_released(const char *lock_id, int64 token)
 }
 
 /*
- * lq_leases_released returns (palloc'd, *n of them) the grants that
- * sessions released and the lock server has not yet ended: their rows are
- * still in lockq.owners, and the views leave them out.
+ * lq_leases_released returns (palloc'd, *n of them) the tokens of the
+ * grants that sessions released and the lock server has not yet ended,
+ * whose rows may still be in lockq.owners, and of the last ones it ended
+ * (LqLeasesEnded): the views leave them out.
  */
-LqLeaseRef *
+int64 *
 lq_leases_released(int *n)
 {
 	HASH_SEQ_STATUS seq;
 	LqLeaseEntry *e;
-	LqLeaseRef *refs;
+	int64	   *tokens;
 
 	*n = 0;
 	LWLockAcquire(lq_leases_lock, LW_SHARED);
-	refs = palloc(sizeof(LqLeaseRef) * Max(hash_get_num_entries(lq_leases), 1));
+	tokens = palloc(sizeof(int64) * (hash_get_num_entries(lq_leases) +
+									 lq_leases_ended->n + 1));
 	hash_seq_init(&seq, lq_leases);
 	while ((e = hash_seq_search(&seq)) != NULL)
-	{
-		if (!e->released)
-			continue;
-		strlcpy(refs[*n].lock_id, e->lock_id, sizeof(refs[*n].lock_id));
-		refs[*n].token = e->token;
-		(*n)++;
-	}
+		if (e->released)
+			tokens[(*n)++] = e->token;
+	memcpy(tokens + *n, lq_leases_ended->token,
+		   sizeof(int64) * lq_leases_ended->n);
+	*n += lq_leases_ended->n;
 	LWLockRelease(lq_leases_lock);
-	return refs;
+	return tokens;
+}
+
+/*
+ * lq_leases_remove takes entry e out of the table, remembering its token
+ * if a session released it (LqLeasesEnded).  Expects lq_leases_lock held
+ * exclusively.
+ */
+static void
+lq_leases_remove(LqLeaseEntry *e)
+{
+	if (e->released)
+	{
+		lq_leases_ended->token[lq_leases_ended->next] = e->token;
+		lq_leases_ended->next = (lq_leases_ended->next + 1) % LQ_ENDED_MAX;
+		lq_leases_ended->n = Min(lq_leases_ended->n + 1, LQ_ENDED_MAX);
+	}
+	hash_search(lq_leases, e->lock_id, HASH_REMOVE, NULL);
 }
 
 /*
@@ -281,7 +321,7 @@ lq_leases_drop(const char *lock_id, int64 token)
 	LWLockAcquire(lq_leases_lock, LW_EXCLUSIVE);
 	e = hash_search(lq_leases, lock_id, HASH_FIND, NULL);
 	if (e != NULL && e->token == token)
-		hash_search(lq_leases, lock_id, HASH_REMOVE, NULL);
+		lq_leases_remove(e);
 	LWLockRelease(lq_leases_lock);
 }
 
@@ -428,7 +468,7 @@ lq_leases_revoke(const char *lock_id)
 					  pg_atomic_read_u32(&e->fences) > 0))
 		revoked = false;
 	else if (e != NULL)
-		hash_search(lq_leases, lock_id, HASH_REMOVE, NULL);
+		lq_leases_remove(e);
 	LWLockRelease(lq_leases_lock);
 	return revoked;
 }
@@ -467,7 +507,7 @@ lq_leases_revoke_all(bool (*own_covers) (const char *lock_id, int64 expires,
 		hash_seq_init(&seq, lq_leases);
 		while ((e = hash_seq_search(&seq)) != NULL)
 			if (!own_covers(e->lock_id, e->expires, e->ttl))
-				hash_search(lq_leases, e->lock_id, HASH_REMOVE, NULL);
+				lq_leases_remove(e);
 	}
 	LWLockRelease(lq_leases_lock);
 	return !blocked;
@@ -567,7 +607,7 @@ lq_leases_reload(int *n)
 			g[(*n)++].kept = keep;
 		}
 		if (!keep)
-			hash_search(lq_leases, e->lock_id, HASH_REMOVE, NULL);
+			lq_leases_remove(e);
 	}
 	LWLockRelease(lq_leases_lock);
 	return g;

@@ -17,13 +17,6 @@
 
 #include "lockq.h"
 
-/* A grant a session released that the lock server has yet to end. */
-typedef struct LqLeaseRef
-{
-	char		lock_id[LQ_MAX_ID_LEN + 1];
-	int64		token;
-} LqLeaseRef;
-
 /* A grant in the table, for a lock server that rebuilds its state. */
 typedef struct LqLeaseGrant
 {
@@ -49,7 +42,7 @@ extern bool lq_leases_mark_released(const char *lock_id, const char *owner,
 									bool has_token, int64 token, Oid role,
 									int64 now, int64 *released);
 extern bool lq_leases_is_released(const char *lock_id, int64 token);
-extern LqLeaseRef *lq_leases_released(int *n);
+extern int64 *lq_leases_released(int *n);
 extern LqLeaseGrant *lq_leases_rowless(int *n);
 extern int	lq_leases_fence(const char *lock_id, int64 token, int64 now,
 							Oid role, bool admin);

@@ -28,6 +28,7 @@
 #include "lockq_api.h"
 #include "lockq_clock.h"
 #include "lockq_fastpath.h"
+#include "lockq_fault.h"
 #include "lockq_grants.h"
 #include "lockq_leases.h"
 #include "lockq_shmem.h"
@@ -288,14 +289,15 @@ PG_FUNCTION_INFO_V1(lockq_released_tokens);
 /*
  * lockq_released_tokens lists the tokens of grants with an owner that a
  * session released by itself (lockq_leases.c) and whose rows the lock
- * server has yet to delete from lockq.owners: the views leave those rows
- * out, so that they agree with the release the caller was told of.
+ * server may not yet have deleted from lockq.owners, as the caller's
+ * snapshot sees it: the views leave those rows out, so that they agree
+ * with the release the caller was told of.
  */
 Datum
 lockq_released_tokens(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	LqLeaseRef *released;
+	int64	   *released;
 	int			n;
 	int			i;
 
@@ -303,10 +305,11 @@ lockq_released_tokens(PG_FUNCTION_ARGS)
 	if (!lq_is_available())
 		return (Datum) 0;
 
+	LQ_FAULT("released-tokens-read");
 	released = lq_leases_released(&n);
 	for (i = 0; i < n; i++)
 	{
-		Datum		value = Int64GetDatum(released[i].token);
+		Datum		value = Int64GetDatum(released[i]);
 		bool		isnull = false;
 
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, &value, &isnull);

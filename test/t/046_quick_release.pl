@@ -15,7 +15,12 @@
 #    be queued (else a crash would revive the grant);
 #  * the first release of a lock (which makes it unsettled with a fence_ttl)
 #    and the release of a lease longer than lockq.max_grace wait for the
-#    lock server.
+#    lock server;
+#  * a lockq_locks query whose snapshot still sees the row, and which reads
+#    the released grants only after the lock server has applied the release
+#    and taken the grant out of its table (fault point
+#    released-tokens-read), leaves the grant out (fails if the table forgets
+#    the grants it took out at once).
 #
 # Copyright (c) 2026, lockq developers
 # This file is part of lockq, released under the PostgreSQL License
@@ -191,6 +196,33 @@ for my $lock (sort keys %t)
 		"and no longer holds");
 	is(owners_rows($lock), '0', 'its row is gone');
 }
+
+# --- a view read across the lock server's write ---------------------------
+# lockq_locks reads lockq.owners under its statement's snapshot and the
+# released grants from shared memory after that; when the lock server
+# applies the release in between (deletes the row, takes the grant out of
+# the table), the view must still leave the grant out.
+session();
+changed_hands('Q6');
+my $t6 = sq("SELECT lockq_try('Q6', 'a', '30 s')");
+ok($node->poll_query_until('postgres', "SELECT count(*) = 1 FROM lockq.owners WHERE lock_id = 'Q6'"),
+	'Q6 has its row');
+$nudge = stall_lock_server();
+is(sq("SELECT lockq_release('Q6', 'a', $t6)"), 't', 'Q6 is released while the lock server is stalled');
+sq("SELECT lockq_fault_arm('released-tokens-read', 'wait')");
+my $view = start_waiter($node, 'view',
+	"SELECT 'shown:' || count(*) FROM lockq_locks WHERE lock_id = 'Q6';");
+ok(fault_fired($node, 'released-tokens-read'),
+	'a lockq_locks query has its snapshot, which sees the row, and stalls before it reads the released grants');
+resume_lock_server($nudge);
+ok($node->poll_query_until('postgres', "SELECT lockq_try('after-Q6', 'x', '30 s') IS NOT NULL"),
+	'the lock server has applied the release and published its batch');
+is(owners_rows('Q6'), '0', 'the row is gone');
+$s->query_safe("SELECT lockq_fault_wakeup('released-tokens-read'); SELECT lockq_fault_disarm('released-tokens-read')");
+is(waiter_result($view, qr/shown:(\d+)/), '0',
+	'the query still leaves the released grant out');
+end_session($view);
+$s->quit;
 
 $node->stop;
 done_testing();
