@@ -273,6 +273,19 @@ lq_fast_grant(const char *lock_id, int slotno, int pid, int64 session_start,
 }
 
 /*
+ * lq_fast_drop takes grant e (its lock id hashing to hash) out of the
+ * table.  Expects e's partition lock held exclusively (or all of them).
+ */
+static void
+lq_fast_drop(LqFastGrant *e, uint32 hash)
+{
+	lq_fast->per_slot[e->slotno]--;
+	hash_search_with_hash_value(lq_fast_table, e->lock_id, hash,
+								HASH_REMOVE, NULL);
+	pg_atomic_fetch_sub_u64(&lq_fast->count, 1);
+}
+
+/*
  * lq_fast_release releases the grant of lock_id under token if it is one
  * of this table's and nobody is fenced on it: it is gone from both tables
  * when this returns (LQ_FAST_RELEASED, or LQ_FAST_EXPIRED if its lease had
@@ -303,10 +316,7 @@ lq_fast_release(const char *lock_id, int64 token, int64 now)
 		if (lq_grants_remove_fast(token, now, &expired))
 		{
 			r = expired ? LQ_FAST_EXPIRED : LQ_FAST_RELEASED;
-			lq_fast->per_slot[e->slotno]--;
-			hash_search_with_hash_value(lq_fast_table, lock_id, hash,
-										HASH_REMOVE, NULL);
-			pg_atomic_fetch_sub_u64(&lq_fast->count, 1);
+			lq_fast_drop(e, hash);
 		}
 	}
 	LWLockRelease(lock);
@@ -345,10 +355,7 @@ lq_fast_adopt(const char *lock_id, bool create, LqFastGrant *adopted)
 	if (e != NULL)
 	{
 		memcpy(adopted, e, sizeof(LqFastGrant));
-		lq_fast->per_slot[e->slotno]--;
-		hash_search_with_hash_value(lq_fast_table, lock_id, hash,
-									HASH_REMOVE, NULL);
-		pg_atomic_fetch_sub_u64(&lq_fast->count, 1);
+		lq_fast_drop(e, hash);
 	}
 	if (e != NULL || create)
 		lq_fast->known[hash % LQ_FAST_BUCKETS]++;
@@ -417,9 +424,7 @@ lq_fast_adopt_slot(int slotno)
 		memcpy(copy, e, sizeof(LqFastGrant));
 		out = lappend(out, copy);
 		lq_fast->known[lq_fast_hash(e->lock_id) % LQ_FAST_BUCKETS]++;
-		lq_fast->per_slot[slotno]--;
-		hash_search(lq_fast_table, e->lock_id, HASH_REMOVE, NULL);
-		pg_atomic_fetch_sub_u64(&lq_fast->count, 1);
+		lq_fast_drop(e, lq_fast_hash(e->lock_id));
 	}
 	lq_fast_unlock_all();
 	return out;
