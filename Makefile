@@ -166,6 +166,11 @@ soak:
 check-modules: all
 	perl test/check-modules.pl .
 
+# Every TAP test, spec, regress test and fault point is in test/README.md.
+.PHONY: check-test-index
+check-test-index:
+	perl test/check-test-index.pl .
+
 # The three suites one by one (installcheck runs them all, stopping at the
 # first failing one).
 check-regress:

@@ -63,7 +63,7 @@ lq_old_versions() {
 targets=()
 for s in $SUITES; do
 	case $s in
-		modules) targets+=(check-modules) ;;
+		modules) targets+=(check-modules check-test-index) ;;
 		regress) targets+=(check-regress) ;;
 		isolation) targets+=(check-isolation) ;;
 		tap) targets+=(check-tap) ;;
