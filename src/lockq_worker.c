@@ -55,6 +55,7 @@
 #include "replication/syncrep.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
+#include "storage/pmsignal.h"
 #include "storage/proc.h"
 #include "tcop/tcopprot.h"
 #include "utils/builtins.h"
@@ -1537,7 +1538,10 @@ lq_worker_wait_for_drop(void)
  * lq_spin keeps the lock server awake for up to lockq.spin_time
  * microseconds from start, watching its latch, and says whether the latch
  * was set meanwhile (then there is work to do).  Checks no interrupts:
- * every signal the lock server handles sets its latch.  Never raises.
+ * every signal the lock server handles sets its latch.  A lock server
+ * that spins does not reach WaitLatch, so it checks for the postmaster's
+ * death itself (cheap: a flag the kernel's signal sets), and exits as
+ * WL_EXIT_ON_PM_DEATH would.
  */
 static bool
 lq_spin(instr_time start)
@@ -1549,7 +1553,11 @@ lq_spin(instr_time start)
 	{
 		/* volatile: SetLatch in another process sets it */
 		if (((volatile Latch *) MyLatch)->is_set)
+		{
+			if (!PostmasterIsAlive())
+				proc_exit(1);
 			return true;
+		}
 		pg_spin_delay();
 		if (++polls % 16 != 0)
 			continue;
