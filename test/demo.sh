@@ -8,9 +8,13 @@
 # (PostgreSQL refuses to run as root).  As another user it runs the cluster
 # as that user.  It then shows FIFO grants with fencing tokens and a lease
 # expiring and passing to a waiter, and leaves the cluster running.  A
-# second run stops and removes the previous demo cluster first.
+# second run stops and removes the previous demo cluster first, and only
+# that: a directory it did not make (no .lockq-demo in it) it leaves
+# alone, and stops before it builds anything.
 #
-# LOCKQ_DEMO_USER, LOCKQ_DEMO_DIR and LOCKQ_DEMO_PORT override the defaults.
+# LOCKQ_DEMO_USER, LOCKQ_DEMO_DIR and LOCKQ_DEMO_PORT override the defaults;
+# LOCKQ_DEMO_NO_BUILD=1 uses the lockq installed already (no packages, no
+# build).
 #
 # Copyright (c) 2026, lockq developers
 # This file is part of lockq, released under the PostgreSQL License
@@ -27,9 +31,18 @@ DIR=${LOCKQ_DEMO_DIR:-/tmp/lockq-demo}
 PORT=${LOCKQ_DEMO_PORT:-5499}
 DATA=$DIR/data
 NCLIENTS=5
+MARK=$DIR/.lockq-demo
 
-lq_install_packages
-lq_build_install
+# Never touch what an earlier make run did not make.
+if [ -e "$DIR" ] && [ ! -e "$MARK" ] && [ -n "$(ls -A "$DIR" 2>/dev/null)" ]; then
+	echo "make run: $DIR was not made by make run; leaving it alone (set LOCKQ_DEMO_DIR to another directory)" >&2
+	exit 1
+fi
+
+if [ "${LOCKQ_DEMO_NO_BUILD:-0}" != 1 ]; then
+	lq_install_packages
+	lq_build_install
+fi
 
 if [ "$(id -u)" -eq 0 ]; then
 	lq_ensure_user "$DEMOUSER"
@@ -41,12 +54,13 @@ else
 	prefix=
 fi
 
-# Stop and remove the previous demo cluster, if any.
-if [ -f "$DATA/postmaster.pid" ]; then
+# Stop and remove the previous demo cluster, if any (checked above: made
+# by make run).
+if [ -e "$MARK" ] && [ -f "$DATA/postmaster.pid" ]; then
 	lq_log "stopping the previous demo cluster in $DIR"
 	as_user "$PGBIN/pg_ctl" -D "$DATA" -m immediate -w stop >/dev/null 2>&1 || true
 fi
-rm -rf "$DIR"
+[ ! -e "$MARK" ] || rm -rf "$DIR"
 
 # The first free port from PORT on (a socket file or a listener means busy).
 port_busy() {
@@ -57,6 +71,7 @@ while port_busy "$PORT"; do PORT=$((PORT + 1)); done
 
 lq_log "starting a PostgreSQL 15 cluster as $DEMOUSER in $DIR (port $PORT)"
 mkdir -p "$DIR"
+echo "made by make run (test/demo.sh), $(date -u '+%F %T UTC'); the next make run removes it" >"$MARK"
 chown "$DEMOUSER": "$DIR" 2>/dev/null || true
 chmod 755 "$DIR"
 lq_start_cluster "$DIR" "$DATA" "$PORT" "lockq.database = 'postgres'"
