@@ -36,6 +36,7 @@ int			lockq_max_grace = 60;
 int			lockq_max_unsettled_rate = 200;
 int			lockq_grant_row_delay = 100;
 int			lockq_spin_time = 300;
+int			lockq_log_lease_ends = LOG;
 int			lockq_session_locks_per_backend = 64;
 int			lockq_table_lock_timeout = 2000;
 int			lockq_fence_timeout = 10000;
@@ -44,6 +45,21 @@ int			lockq_max_waiters_per_role = 10000;
 int			lockq_max_session_locks_per_role = -1;
 int			lockq_max_server_memory = 1024;
 bool		lockq_namespace_privileges = false;
+
+/* The levels lockq.log_lease_ends takes (off: never logged). */
+static const struct config_enum_entry lq_log_levels[] = {
+	{"off", 0, false},
+	{"debug5", DEBUG5, false},
+	{"debug4", DEBUG4, false},
+	{"debug3", DEBUG3, false},
+	{"debug2", DEBUG2, false},
+	{"debug1", DEBUG1, false},
+	{"info", INFO, false},
+	{"notice", NOTICE, false},
+	{"warning", WARNING, false},
+	{"log", LOG, false},
+	{NULL, 0, false}
+};
 
 /*
  * lq_guc_define defines the settings: those users may set always, those
@@ -116,6 +132,14 @@ lq_guc_define(void)
 							300, 0, 1000,
 							PGC_SIGHUP, 0,
 							NULL, NULL, NULL);
+
+	DefineCustomEnumVariable("lockq.log_lease_ends",
+							 "Sets the level at which the lock server logs a grant that ended without its holder: a lease that expired, a forced release.",
+							 "off: not logged.",
+							 &lockq_log_lease_ends,
+							 LOG, lq_log_levels,
+							 PGC_SIGHUP, 0,
+							 NULL, NULL, NULL);
 
 	DefineCustomIntVariable("lockq.grant_row_delay",
 							"Sets how long a leased grant on an unsettled lock may be kept without its lockq.owners row.",

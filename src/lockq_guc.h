@@ -22,6 +22,7 @@ extern int	lockq_max_grace;		/* seconds */
 extern int	lockq_max_unsettled_rate;	/* per second; -1: always one at a time */
 extern int	lockq_grant_row_delay;	/* ms; 0: a row at once */
 extern int	lockq_spin_time;		/* microseconds; 0: no spinning */
+extern int	lockq_log_lease_ends;	/* elevel; 0: off */
 extern int	lockq_max_ttl;		/* seconds */
 extern int	lockq_waiter_timeout;	/* milliseconds */
 extern int	lockq_max_waiters;

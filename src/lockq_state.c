@@ -1395,6 +1395,34 @@ lq_waiter_remove(LqWaiter *w, bool delete_row)
 }
 
 /*
+ * lq_log_lease_end logs, at lockq.log_lease_ends, a grant that ends
+ * without its holder (how: "expired", "was released by force"), for
+ * whoever is on call: its holder may still be working under a lock it no
+ * longer has.  Never raises at the levels it takes.
+ */
+static void
+lq_log_lease_end(const LqLock *lock, const char *how, int64 now)
+{
+	if (lockq_log_lease_ends == 0)
+		return;
+	if (lock->owner != NULL)
+		ereport(lockq_log_lease_ends,
+				(errmsg("lockq: the grant of lock \"%s\" to owner \"%s\" %s",
+						lock->lock_id, lock->owner, how),
+				 errdetail("Token %lld, held for %lld ms, lease of %lld ms.",
+						   (long long) lock->token,
+						   (long long) (Max(now - lock->acquired, 0) / 1000),
+						   (long long) (lock->ttl / 1000))));
+	else
+		ereport(lockq_log_lease_ends,
+				(errmsg("lockq: the grant of lock \"%s\" to a session %s",
+						lock->lock_id, how),
+				 errdetail("Token %lld, held for %lld ms.",
+						   (long long) lock->token,
+						   (long long) (Max(now - lock->acquired, 0) / 1000))));
+}
+
+/*
  * lq_end_grant ends the current grant, for the given reason.  A holder that
  * can be told (a client-side waiter's channel) hears that it lost the lock
  * unless it gave it up itself.  Then the row is deleted and the lock handed
@@ -1432,12 +1460,14 @@ lq_end_grant(LqLock *lock, LqEndReason why, int64 now)
 			break;
 		case LQ_END_EXPIRE:
 			lq_stat_add(LQ_STAT_EXPIRIES, 1);
+			lq_log_lease_end(lock, "expired", now);
 			break;
 		case LQ_END_SESSION:
 			lq_stat_add(LQ_STAT_SESSION_RELEASES, 1);
 			break;
 		case LQ_END_FORCE:
 			lq_stat_add(LQ_STAT_FORCED_RELEASES, 1);
+			lq_log_lease_end(lock, "was released by force", now);
 			break;
 		case LQ_END_CANCEL:
 			lq_stat_add(LQ_STAT_CANCELS, 1);

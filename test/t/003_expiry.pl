@@ -1,6 +1,8 @@
 # Lease expiry: a grant that is not renewed ends at its deadline, and the
 # worker hands the lock to the next waiter promptly (target: within 50 ms).
 # A holder that renews keeps the lock.  lockq.max_ttl is read on reload.
+# The lock server logs a lease that expired and a forced release, with the
+# owner and token, at lockq.log_lease_ends (LOG by default; off: nothing).
 #
 # Copyright (c) 2026, lockq developers
 # This file is part of lockq, released under the PostgreSQL License
@@ -95,6 +97,34 @@ my ($ret, $out, $err) = $node->psql('postgres',
 like($err, qr/ttl must not exceed 60 seconds/, 'a reloaded lockq.max_ttl applies');
 $node->safe_psql('postgres', 'ALTER SYSTEM RESET lockq.max_ttl');
 $node->reload;
+
+# --- lease ends in the log --------------------------------------------------
+my $offset = -s $node->logfile;
+my $tok = scalar_query($node, "SELECT lockq_try('L1', 'worker-7', '200 ms')");
+ok($node->poll_query_until('postgres', "SELECT count(*) = 0 FROM lockq_locks WHERE lock_id = 'L1'"),
+	'L1: the lease runs out');
+ok($node->wait_for_log(qr/lockq: the grant of lock "L1" to owner "worker-7" expired\n.*DETAIL:  Token $tok, held for \d+ ms, lease of 200 ms\./, $offset),
+	'the log names the lock, owner and token of the lease that expired');
+$tok = scalar_query($node, "SELECT lockq_try('L2', 'worker-8', '1 minute')");
+is(scalar_query($node, "SELECT lockq_force_release('L2')"), 't', 'L2 is released by force');
+ok($node->wait_for_log(qr/lockq: the grant of lock "L2" to owner "worker-8" was released by force\n.*DETAIL:  Token $tok,/, $offset),
+	'the log names the grant released by force');
+$node->append_conf('postgresql.conf', "lockq.log_lease_ends = off\n");
+$node->reload;
+ok($node->poll_query_until('postgres', "SELECT setting = 'off' FROM pg_settings WHERE name = 'lockq.log_lease_ends'"),
+	'lockq.log_lease_ends is off');
+# the lock server reloads at its next wake-up: a request of its own first
+scalar_query($node, "SELECT lockq_try('L0', 'x', '1 minute')");
+$offset = -s $node->logfile;
+scalar_query($node, "SELECT lockq_try('L3', 'worker-9', '200 ms')");
+ok($node->poll_query_until('postgres', "SELECT count(*) = 0 FROM lockq_locks WHERE lock_id = 'L3'"),
+	'L3: the lease runs out');
+scalar_query($node, "SELECT lockq_force_release('L0')");
+# the force release is applied after the expiry: once it is, both would be logged
+ok($node->poll_query_until('postgres', "SELECT count(*) = 0 FROM lockq_locks WHERE lock_id = 'L0'"),
+	'L0 is released by force');
+ok(!$node->log_contains(qr/lockq: the grant of lock "L[03]"/, $offset),
+	'with lockq.log_lease_ends = off neither is logged');
 
 $node->stop;
 done_testing();
