@@ -7,8 +7,9 @@
 #   lockq_get waiters that each wait at least 0.5 s) shows in the
 #   counters: grants, hand-offs, releases, enqueues exact; the wait and
 #   hold times within bounds and equal to lockq_stats; the queue gauges and
-#   the high-water mark while the waiters queue; per-role usage as gauges
-#   labelled by role;
+#   the high-water mark while the waiters queue; the age of the oldest
+#   grant and of the oldest waiter (0 when there is none); per-role usage
+#   as gauges labelled by role;
 # * lockq_stats_reset, called by a member of lockq_admin, zeroes the
 #   counters, starts the high-water mark from the queue there is, and
 #   moves stats_reset; counting starts again from there;
@@ -121,7 +122,8 @@ my @counters = map { "lockq_${_}_total" }
   batches sync_commits worker_starts batch_errors wait_seconds hold_seconds);
 my @gauges = map { "lockq_$_" }
   qw(max_queue_length longest_queue holders waiters delayed_locks
-  state_memory_bytes worker_running stats_reset_seconds role_owner_locks
+  state_memory_bytes worker_running stats_reset_seconds oldest_holder_seconds
+  oldest_waiter_seconds role_owner_locks
   role_max_owner_locks role_waiters role_max_waiters role_session_locks
   role_max_session_locks);
 is(join(',', map { $type{$_} // 'missing' } @counters),
@@ -130,6 +132,7 @@ is(join(',', map { $type{$_} // 'missing' } @gauges),
 	join(',', map { 'gauge' } @gauges), 'the gauges are gauges');
 
 is($m->{lockq_grants_total}, 0, 'no grant yet');
+is($m->{lockq_oldest_holder_seconds}, 0, 'no oldest holder');
 is($m->{lockq_worker_running}, 1, 'the lock server runs');
 is($m->{lockq_worker_starts_total}, 1, 'it started once');
 cmp_ok($m->{lockq_state_memory_bytes}, '>', 0, 'its state holds memory');
@@ -169,6 +172,12 @@ is($m->{"lockq_role_waiters{$superuser}"}, 2,
 ok($node->poll_query_until('postgres',
 		"SELECT lockq_now() - max(ts) >= 500000 FROM lockq_waiters WHERE lock_id = 'hot'"),
 	'the waiters have waited 0.5 s');
+$m = scrape();
+cmp_ok($m->{lockq_oldest_waiter_seconds}, '>=', 0.5, 'the oldest waiter has waited 0.5 s');
+cmp_ok($m->{lockq_oldest_waiter_seconds}, '<=', time() - $t0, '... and no longer than the test ran');
+cmp_ok($m->{lockq_oldest_holder_seconds}, '>=', $m->{lockq_oldest_waiter_seconds},
+	'the oldest grant is older than the waiters behind it');
+cmp_ok($m->{lockq_oldest_holder_seconds}, '<=', time() - $t0, '... and no older than the test\'s traffic');
 scalar_query($node, "SELECT lockq_release('hot', 'h')");
 for my $i (1 .. 2)
 {
@@ -190,6 +199,8 @@ is($m->{lockq_enqueues_total}, 2, 'enqueues: 2');
 is($m->{lockq_longest_queue}, 0, 'no queue now');
 is($m->{lockq_max_queue_length}, 2, 'the longest was 2');
 is($m->{lockq_holders} . '/' . $m->{lockq_waiters}, '0/0', 'nothing held or queued');
+is($m->{lockq_oldest_holder_seconds} . '/' . $m->{lockq_oldest_waiter_seconds}, '0/0',
+	'so the oldest holder and waiter are 0');
 is($m->{'lockq_role_owner_locks{app}'}, 0, 'per-role: app holds nothing');
 my $wait = $m->{lockq_wait_seconds_total};
 my $hold = $m->{lockq_hold_seconds_total};
