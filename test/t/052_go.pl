@@ -1,8 +1,11 @@
-# The Go example (examples/go, pgx v4) built offline against Debian's
-# golang-github-jackc-pgx-v4-dev (GOPATH mode, /usr/share/gocode) and run
-# against a fresh node: a fenced counter under four goroutines, a short
-# lease kept by renewals, a lost lease when an administrator takes the
-# lock, and a timeout that leaves nothing queued.
+# The Go module (client/go, package lockq, pgx v4) and the example that
+# uses it (examples/go), built offline in GOPATH mode against Debian's
+# golang-github-jackc-pgx-v4-dev, as a Debian -dev package of the module
+# would be used: both are copied into a GOPATH of their own.  go vet, then
+# the module's own tests (go test) against a fresh node, then the example:
+# a fenced counter under four goroutines, a short lease kept by renewals,
+# a lost lease when an administrator takes the lock, and a timeout that
+# leaves nothing queued.
 #
 # Copyright (c) 2026, lockq developers
 # This file is part of lockq, released under the PostgreSQL License
@@ -12,6 +15,7 @@ use warnings;
 
 use IPC::Run;
 use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::RecursiveCopy;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use LockqTest;
@@ -22,24 +26,49 @@ require_tool(system('go version >/dev/null 2>&1') == 0
 	'go and pgx v4 (golang-go, golang-github-jackc-pgx-v4-dev)');
 
 my $tmp = PostgreSQL::Test::Utils::tempdir();
+my $gopath = "$tmp/gopath";
+mkdir $_ or die "$_: $!" for ($gopath, "$gopath/src");
+PostgreSQL::Test::RecursiveCopy::copypath("$ENV{TESTDIR}/client/go", "$gopath/src/lockq");
+PostgreSQL::Test::RecursiveCopy::copypath("$ENV{TESTDIR}/examples/go", "$gopath/src/lockq-example");
 my $bin = "$tmp/lockq-example";
 # offline: Debian's sources only; the build cache persists where it can
 my $cache = ($ENV{HOME} && -w $ENV{HOME}) ? "$ENV{HOME}/.cache/go-build" : "$tmp/go-build";
 my $go_env = sub {
-	chdir "$ENV{TESTDIR}/examples/go" or die $!;
+	chdir "$gopath/src/lockq-example" or die $!;
 	@ENV{qw(GO111MODULE GOPATH GOCACHE GOPROXY GOFLAGS)} =
-	  ('off', $gocode, $cache, 'off', '');
+	  ('off', "$gopath:$gocode", $cache, 'off', '');
 };
-for my $cmd ([ 'go', 'vet', 'main.go' ], [ 'go', 'build', '-o', $bin, 'main.go' ])
+# go(args...): (exit status, output)
+sub go
 {
 	my ($out, $err) = ('', '');
-	IPC::Run::run($cmd, '>', \$out, '2>', \$err, init => $go_env,
-		IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default));
-	is($? >> 8, 0, "@$cmd[0..1] examples/go") or diag($out . $err);
+	IPC::Run::run([ 'go', @_ ], '>', \$out, '2>', \$err, init => $go_env,
+		IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default * 2));
+	return ($? >> 8, $out . $err);
 }
+for my $cmd ([ 'vet', 'lockq', 'lockq-example' ], [ 'build', '-o', $bin, 'lockq-example' ])
+{
+	my ($rc, $out) = go(@$cmd);
+	is($rc, 0, "go $cmd->[0]: the module and the example") or diag($out);
+}
+my ($out, $err) = ('', '');
+IPC::Run::run([ 'gofmt', '-l', "$gopath/src/lockq", "$gopath/src/lockq-example" ], '>', \$out, '2>', \$err);
+is($? >> 8, 0, 'gofmt runs') or diag($err);
+is($out, '', 'gofmt has nothing to change');
+my $rc;
 
 my $node = lockq_node('golang');
 my $dsn = $node->connstr('postgres');
+
+{
+	local $ENV{LOCKQ_TEST_DSN} = $dsn;
+	($rc, $out) = go('test', '-count=1', '-v', 'lockq');
+	is($rc, 0, 'go test lockq against the node') or diag($out);
+	for my $t (qw(TestFencedCounter TestRenewExtendRemaining TestLostLease TestTryTimeoutForget))
+	{
+		like($out, qr/^--- PASS: $t /m, "$t ran and passed");
+	}
+}
 
 # example(args...) runs it to the end: (exit status, output)
 sub example
@@ -50,7 +79,7 @@ sub example
 	return ($? >> 8, $out . $err);
 }
 
-my ($rc, $out) = example('-workers', 4, '-iterations', 25);
+($rc, $out) = example('-workers', 4, '-iterations', 25);
 is($rc, 0, 'fenced counter: exit status');
 like($out, qr/^counter 100 \(expected 100\)$/m, 'fenced counter: no lost update');
 

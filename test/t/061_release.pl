@@ -63,6 +63,8 @@ like(slurp_file("$top/client/lockq.pc"), qr/^Version: \Q$version\E$/m, 'lockq.pc
 my $node_pkg = JSON::PP->new->decode(slurp_file("$top/client/node/package.json"));
 is($node_pkg->{version}, $semver, 'so does the Node package');
 is($node_pkg->{license}, 'PostgreSQL', 'under the PostgreSQL License');
+like(slurp_file("$top/examples/go/go.mod"), qr/^\s*lockq v\Q$semver\E$/m,
+	'the Go example requires the Go module of this version');
 
 # --- the license ------------------------------------------------------------
 like(slurp_file("$top/LICENSE"), qr/^PostgreSQL License\n\nCopyright \(c\) \d{4}, lockq developers/,
