@@ -27,7 +27,8 @@ PGBIN=$("$PG_CONFIG" --bindir 2>/dev/null || dirname "$PG_CONFIG")
 LQ_PACKAGES="postgresql-15 postgresql-server-dev-15 libpq-dev libkrb5-dev
              build-essential libipc-run-perl faketime pgbouncer rsync valgrind
              clang libclang-rt-dev python3 python3-psycopg python3-psycopg-pool
-             nodejs golang-go golang-github-jackc-pgx-v4-dev
+             python3-build python3-installer mypy
+             nodejs node-typescript golang-go golang-github-jackc-pgx-v4-dev
              prometheus-postgres-exporter patroni etcd-server etcd-client
              python3-etcd"
 # Packages whose system service the tests must not find running (they run

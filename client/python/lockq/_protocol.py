@@ -13,11 +13,23 @@ seconds, but node-pg and others send milliseconds as text, so we never
 rely on that reading.
 """
 
+import logging
 import os
 import secrets
 import socket
 import threading
 from dataclasses import dataclass
+from typing import Optional
+
+log = logging.getLogger("lockq")
+"""The "lockq" logger: failed renewals, lost leases, failed releases and
+withdrawals (WARNING), a listener connection that failed (INFO).  As the
+logging documentation asks of a library, it has only a NullHandler: the
+application's logging configuration decides where its records go."""
+log.addHandler(logging.NullHandler())
+
+MIN_EXTVERSION = "1.1"          # the oldest extension the clients work with
+                                # (the same for liblockq, Node and Go)
 
 DEFAULT_TTL = 30.0
 DEFAULT_HEARTBEAT = 10.0
@@ -32,7 +44,7 @@ MAX_NAME = 255                  # bytes, for lock ids and owners
 # the schema of lockq's functions: lockq (1.1) or the extension's (1.0);
 # and whether it has lockq_await (1.2)
 SCHEMA_QUERY = (
-    "SELECT n.nspname, EXISTS (SELECT FROM pg_catalog.pg_proc a"
+    "SELECT n.nspname, e.extversion, EXISTS (SELECT FROM pg_catalog.pg_proc a"
     "   WHERE a.pronamespace OPERATOR(pg_catalog.=) n.oid"
     "     AND a.proname OPERATOR(pg_catalog.=) 'lockq_await')"
     " FROM pg_catalog.pg_extension e"
@@ -207,6 +219,29 @@ def not_installed():
     return LockError("the lockq extension is not installed in this database")
 
 
+def schema_of(row):
+    """(schema, has lockq_await) from SCHEMA_QUERY's row; LockError if the
+    extension is missing or older than MIN_EXTVERSION."""
+    if row is None:
+        raise not_installed()
+    schema, version, awaits = row
+    if not version_at_least(version, MIN_EXTVERSION):
+        raise LockError("lockq extension %s is installed; this client needs %s or later: "
+                        "run ALTER EXTENSION lockq UPDATE" % (version, MIN_EXTVERSION))
+    return schema, awaits
+
+
+def version_at_least(version, minimum):
+    """True if version ("major.minor...") is minimum or later."""
+    def parse(v):
+        parts = str(v).split(".")
+        return int(parts[0]), int(parts[1])
+    try:
+        return parse(version) >= parse(minimum)
+    except (ValueError, IndexError):
+        return False
+
+
 def statements(schema):
     """The statements for an extension installed in schema, with psycopg's
     %s placeholders.  The schema is always quoted (and a % in it doubled,
@@ -248,7 +283,7 @@ class Notice:
     owner: str
 
 
-def parse_notice(payload):
+def parse_notice(payload: str) -> "Optional[Notice]":
     """Parses '<event> <token> <length of lock id> <lock id> <owner>'.
 
     The length counts bytes (of the server encoding, which we assume is

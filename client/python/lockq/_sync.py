@@ -38,10 +38,14 @@ Sources:
   share the pool with the holders' renewals: size it for both.
 """
 
+from __future__ import annotations
+
 import select
 import threading
 import weakref
 from time import monotonic
+from types import TracebackType
+from typing import Any, Literal, Optional, Type, Union
 
 import psycopg
 from psycopg import errors, sql
@@ -49,7 +53,7 @@ from psycopg import errors, sql
 from ._protocol import (AWAIT_SLICE, ConnAwaits, PoolAwaits, DEFAULT_HEARTBEAT, DEFAULT_IO_TIMEOUT, DEFAULT_TTL,
                         RETRY_DELAY, SCHEMA_QUERY, WITHDRAW_TIMEOUT, LeaseTable, after_release,
                         break_socket, LockCancelled, LockLost, LockTimeout, check_duration,
-                        check_name, new_owner, not_installed,
+                        check_name, log, new_owner, schema_of,
                         parse_notice, stalled, statements, wait_bound)
 
 try:
@@ -64,10 +68,7 @@ _PROBE_TIMEOUT = 5.0            # the longest a pool's probe may take
 
 def _schema(conn):
     """The schema of lockq's functions, and whether lockq_await is there."""
-    row = conn.execute(SCHEMA_QUERY).fetchone()
-    if row is None:
-        raise not_installed()
-    return row
+    return schema_of(conn.execute(SCHEMA_QUERY).fetchone())
 
 
 def _listen(conn, channel):
@@ -264,7 +265,9 @@ class _PoolSource(PoolAwaits):
                     self._probe(pool)
                 del pool
                 _read_notices(self._conn, self.hub, 1.0)
-            except (psycopg.Error, OSError):
+            except (psycopg.Error, OSError) as e:
+                if self._conn is not None:
+                    log.info("the pool's listener connection failed (%s): reconnecting", e)
                 self._conn = self._close(self._conn)
                 threading.Event().wait(_RECONNECT_DELAY)
         self._close(self._conn)
@@ -347,8 +350,11 @@ class _Lost(threading.Event):
         return super().is_set() or self._lease._past_deadline()
 
 
-def lock(source, lock_id, *, ttl=DEFAULT_TTL, timeout=None, heartbeat=DEFAULT_HEARTBEAT,
-         owner=None, auto_renew=True, cancel=None, io_timeout=DEFAULT_IO_TIMEOUT):
+def lock(source: Union[psycopg.Connection[Any], "ConnectionPool"], lock_id: str, *,
+         ttl: float = DEFAULT_TTL, timeout: Optional[float] = None,
+         heartbeat: float = DEFAULT_HEARTBEAT, owner: Optional[str] = None,
+         auto_renew: bool = True, cancel: Optional[threading.Event] = None,
+         io_timeout: float = DEFAULT_IO_TIMEOUT) -> Lease:
     """A lease on lock_id, taken when the with-block is entered.
 
     ttl: the lease in seconds (renewed every ttl/3 while auto_renew).
@@ -381,8 +387,14 @@ class Lease:
     has run).
     held: the lease is valid (not lost, local deadline ahead)."""
 
-    def __init__(self, src, lock_id, *, ttl, timeout, heartbeat, owner, auto_renew, cancel,
-                 io_timeout=DEFAULT_IO_TIMEOUT):
+    token: Optional[int]
+    owner: str
+    lock_id: str
+    lost: threading.Event
+
+    def __init__(self, src: Any, lock_id: str, *, ttl: float, timeout: Optional[float],
+                 heartbeat: float, owner: Optional[str], auto_renew: bool,
+                 cancel: Optional[threading.Event], io_timeout: float = DEFAULT_IO_TIMEOUT) -> None:
         check_name("lock id", lock_id)
         self.owner = new_owner() if owner is None else owner
         check_name("owner", self.owner)
@@ -406,10 +418,11 @@ class Lease:
         self._kick = threading.Event()  # wakes the renewal thread
         self._verify = False            # a "lost" notice: ask the server
 
-    def __enter__(self):
+    def __enter__(self) -> Lease:
         return self.acquire()
 
-    def __exit__(self, exc_type, exc, tb):
+    def __exit__(self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException],
+                 tb: Optional[TracebackType]) -> Literal[False]:
         try:
             ok = self.release()
         except Exception:
@@ -419,7 +432,7 @@ class Lease:
         return after_release(self, ok, exc_type)
 
     @property
-    def held(self):
+    def held(self) -> bool:
         root = self._root
         with root._mu:
             return (self.token is not None and not self._exited and not root._done
@@ -440,12 +453,39 @@ class Lease:
             self._refs += 1
             return True
 
-    def check(self):
+    @property
+    def remaining(self) -> float:
+        """Seconds until the lease's local deadline; 0.0 once not held."""
+        if not self.held:
+            return 0.0
+        return max(0.0, self._root._deadline - monotonic())
+
+    def check(self) -> None:
         """Raises LockLost unless the lease is held."""
         if not self.held:
             raise LockLost("the lease on %r is not held" % self.lock_id)
 
-    def acquire(self):
+    def extend(self, ttl: Optional[float] = None) -> None:
+        """Renews the lease now for ttl seconds (default: its ttl) from when
+        the request is sent, and makes ttl its ttl for later renewals.
+        Raises LockLost if the lease is not held or the server refuses; a
+        psycopg error if the server did not answer (within io_timeout and
+        the lease's local deadline: the lease may still be held then)."""
+        root = self._root
+        ttl = root._ttl if ttl is None else check_duration("ttl", ttl)
+        self.check()
+        sent = monotonic()
+        renewed = root._run("renew", root.lock_id, root.owner, root.token, ttl,
+                            bound=max(0.1, min(root._io_timeout, root._deadline - sent)))
+        if not renewed:
+            root._lose("the server refused its extension")
+            raise LockLost("the lease on %r was lost" % self.lock_id)
+        if root._renewal_too_late(sent + ttl):
+            root._release_quietly()     # renewed after we had given it up
+            raise LockLost("the lease on %r was lost" % self.lock_id)
+        root._ttl = ttl
+
+    def acquire(self) -> Lease:
         """Waits for the lock (see lock()); returns self."""
         if self.token is not None:
             raise RuntimeError("a Lease is acquired once")
@@ -468,7 +508,7 @@ class Lease:
         threading.Thread(target=self._keep, name="lockq-renew", daemon=True).start()
         return self
 
-    def release(self):
+    def release(self) -> bool:
         """Releases the lock; True if the lease was still held until then.
         (A re-entrant lease only leaves: the last one releases.)"""
         if self.token is None or self._exited:
@@ -486,8 +526,13 @@ class Lease:
         self._kick.set()
         _watchdog.disarm(self)
         self._src.hub.unregister(self)
-        released = self._run_retrying("release", self.lock_id, self.owner, self.token,
-                             bound=self._io_timeout if held else WITHDRAW_TIMEOUT)
+        try:
+            released = self._run_retrying("release", self.lock_id, self.owner, self.token,
+                                          bound=self._io_timeout if held else WITHDRAW_TIMEOUT)
+        except (psycopg.Error, OSError) as e:
+            log.warning("releasing %r (token %d) failed: %s; the lease ends by itself",
+                        self.lock_id, self.token, e)
+            raise
         return held and released
 
     # --- waiting ---------------------------------------------------------
@@ -598,8 +643,9 @@ class Lease:
         server cannot be told, it drops us after the heartbeat interval."""
         try:
             self._run_retrying("cancel", self.lock_id, self.owner, bound=WITHDRAW_TIMEOUT)
-        except (psycopg.Error, OSError):
-            pass
+        except (psycopg.Error, OSError) as e:
+            log.warning("withdrawing the wait for %r failed: %s; the server drops it within "
+                        "%g s", self.lock_id, e, self._heartbeat)
 
     # --- holding ---------------------------------------------------------
 
@@ -628,7 +674,7 @@ class Lease:
     def _check_holds(self):
         try:
             if not self._run("holds", self.lock_id, self.token):
-                self._lose()
+                self._lose("a lost notice, confirmed by lockq_holds")
         except (psycopg.Error, OSError):
             self._verify = True     # ask again at the next renewal
 
@@ -639,10 +685,12 @@ class Lease:
         try:
             renewed = self._run("renew", self.lock_id, self.owner, self.token, self._ttl,
                                 bound=max(0.1, min(self._io_timeout, self._deadline - sent)))
-        except (psycopg.Error, OSError):
+        except (psycopg.Error, OSError) as e:
+            log.warning("renewing the lease on %r (token %d) failed: %s; trying again",
+                        self.lock_id, self.token, e)
             return monotonic() + min(self._ttl / 10, 1.0)
         if not renewed:
-            self._lose()
+            self._lose("the server refused its renewal")
         elif self._renewal_too_late(sent + self._ttl):
             self._release_quietly()     # renewed after we had given it up
         return sent + self._ttl / 3
@@ -666,15 +714,23 @@ class Lease:
         except (psycopg.Error, OSError):
             pass
 
-    def _lose(self):
+    def _lose(self, why):
         with self._mu:
+            first = not self._done and not threading.Event.is_set(self.lost)
             if not self._done:
                 self.lost.set()
         _watchdog.disarm(self)
+        if first:
+            log.warning("the lease on %r (token %d) was lost: %s", self.lock_id, self.token, why)
 
     def _expire(self):
         """From the watchdog: the local deadline passed."""
         with self._mu:
-            if not self._done and monotonic() >= self._deadline:
+            first = (not self._done and monotonic() >= self._deadline
+                     and not threading.Event.is_set(self.lost))
+            if first:
                 self.lost.set()
         self._kick.set()
+        if first:
+            log.warning("the lease on %r (token %d) was lost: no renewal confirmed before "
+                        "its local deadline", self.lock_id, self.token)

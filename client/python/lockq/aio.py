@@ -24,7 +24,11 @@ borrows a connection; one listener connection per pool, outside its size,
 reads the notices of all leases).
 """
 
+from __future__ import annotations
+
 import asyncio
+from types import TracebackType
+from typing import Any, Literal, Optional, Type, Union
 import weakref
 from time import monotonic
 
@@ -34,7 +38,7 @@ from psycopg import errors, sql
 from ._protocol import (AWAIT_SLICE, ConnAwaits, PoolAwaits, DEFAULT_HEARTBEAT, DEFAULT_IO_TIMEOUT, DEFAULT_TTL,
                         RETRY_DELAY, SCHEMA_QUERY, WITHDRAW_TIMEOUT, LeaseTable, after_release,
                         break_socket, LockLost, LockTimeout, check_duration, check_name,
-                        new_owner, not_installed, parse_notice, stalled, statements,
+                        log, new_owner, parse_notice, schema_of, stalled, statements,
                         wait_bound)
 
 try:
@@ -53,10 +57,7 @@ __all__ = ["lock", "Lease"]
 
 async def _schema(conn):
     """The schema of lockq's functions, and whether lockq_await is there."""
-    row = await (await conn.execute(SCHEMA_QUERY)).fetchone()
-    if row is None:
-        raise not_installed()
-    return row
+    return schema_of(await (await conn.execute(SCHEMA_QUERY)).fetchone())
 
 
 async def _listen(conn, channel):
@@ -256,7 +257,9 @@ class _PoolSource(PoolAwaits):
                     del pool
                     await _readable(self._conn, _LISTEN_POLL)
                     await _dispatch_notices(self._conn, self.hub)
-                except (psycopg.Error, OSError):
+                except (psycopg.Error, OSError) as e:
+                    if self._conn is not None:
+                        log.info("the pool's listener connection failed (%s): reconnecting", e)
                     await self._close()
                     await asyncio.sleep(_RECONNECT_DELAY)
         finally:
@@ -305,8 +308,10 @@ class _Lost(asyncio.Event):
         return super().is_set() or self._lease._past_deadline()
 
 
-def lock(source, lock_id, *, ttl=DEFAULT_TTL, timeout=None, heartbeat=DEFAULT_HEARTBEAT,
-         owner=None, auto_renew=True, io_timeout=DEFAULT_IO_TIMEOUT):
+def lock(source: Union[psycopg.AsyncConnection[Any], "AsyncConnectionPool"], lock_id: str, *,
+         ttl: float = DEFAULT_TTL, timeout: Optional[float] = None,
+         heartbeat: float = DEFAULT_HEARTBEAT, owner: Optional[str] = None,
+         auto_renew: bool = True, io_timeout: float = DEFAULT_IO_TIMEOUT) -> Lease:
     """A lease on lock_id, taken when the async with-block is entered.
     Arguments as lockq.lock (re-entrancy too); cancel the waiting task to
     cancel the wait."""
@@ -323,8 +328,14 @@ class Lease:
     lease is lost (is_set() is true once the local deadline has passed, even
     if the loop was too busy to run its timer).  held: the lease is valid."""
 
-    def __init__(self, source, lock_id, *, ttl, timeout, heartbeat, owner, auto_renew,
-                 io_timeout=DEFAULT_IO_TIMEOUT):
+    token: Optional[int]
+    owner: str
+    lock_id: str
+    lost: asyncio.Event
+
+    def __init__(self, source: Any, lock_id: str, *, ttl: float, timeout: Optional[float],
+                 heartbeat: float, owner: Optional[str], auto_renew: bool,
+                 io_timeout: float = DEFAULT_IO_TIMEOUT) -> None:
         check_name("lock id", lock_id)
         self.owner = new_owner() if owner is None else owner
         check_name("owner", self.owner)
@@ -349,10 +360,11 @@ class Lease:
         self._kick = asyncio.Event()    # wakes the renewal task
         self._verify = False            # a "lost" notice: ask the server
 
-    async def __aenter__(self):
+    async def __aenter__(self) -> Lease:
         return await self.acquire()
 
-    async def __aexit__(self, exc_type, exc, tb):
+    async def __aexit__(self, exc_type: Optional[Type[BaseException]],
+                        exc: Optional[BaseException], tb: Optional[TracebackType]) -> Literal[False]:
         try:
             ok = await asyncio.shield(self.release())
         except Exception:
@@ -362,7 +374,7 @@ class Lease:
         return after_release(self, ok, exc_type)
 
     @property
-    def held(self):
+    def held(self) -> bool:
         root = self._root
         return (self.token is not None and not self._exited and not root._done
                 and not root.lost.is_set())
@@ -378,12 +390,38 @@ class Lease:
         self._refs += 1
         return True
 
-    def check(self):
+    @property
+    def remaining(self) -> float:
+        """Seconds until the lease's local deadline; 0.0 once not held."""
+        if not self.held:
+            return 0.0
+        return max(0.0, self._root._deadline - monotonic())
+
+    def check(self) -> None:
         """Raises LockLost unless the lease is held."""
         if not self.held:
             raise LockLost("the lease on %r is not held" % self.lock_id)
 
-    async def acquire(self):
+    async def extend(self, ttl: Optional[float] = None) -> None:
+        """Renews the lease now for ttl seconds (default: its ttl), as
+        lockq.Lease.extend does."""
+        root = self._root
+        ttl = root._ttl if ttl is None else check_duration("ttl", ttl)
+        self.check()
+        sent = monotonic()
+        renewed = await root._run("renew", root.lock_id, root.owner, root.token, ttl,
+                                  bound=max(0.1, min(root._io_timeout, root._deadline - sent)))
+        if not renewed:
+            root._lose("the server refused its extension")
+            raise LockLost("the lease on %r was lost" % self.lock_id)
+        if root._done or root.lost.is_set() or monotonic() >= root._deadline:
+            if not root._done:          # renewed after we had given it up
+                await root._release_quietly()
+            raise LockLost("the lease on %r was lost" % self.lock_id)
+        root._ttl = ttl
+        root._set_deadline(sent + ttl)
+
+    async def acquire(self) -> Lease:
         """Waits for the lock; returns self."""
         if self.token is not None:
             raise RuntimeError("a Lease is acquired once")
@@ -406,7 +444,7 @@ class Lease:
         self._keeper = asyncio.get_running_loop().create_task(self._keep())
         return self
 
-    async def release(self):
+    async def release(self) -> bool:
         """Releases the lock; True if the lease was still held until then.
         (A re-entrant lease only leaves: the last one releases.)"""
         if self.token is None or self._exited:
@@ -422,8 +460,13 @@ class Lease:
         self._timer.cancel()
         self._kick.set()
         self._src.hub.unregister(self)
-        released = await self._run_retrying("release", self.lock_id, self.owner, self.token,
-                                   bound=self._io_timeout if held else WITHDRAW_TIMEOUT)
+        try:
+            released = await self._run_retrying("release", self.lock_id, self.owner, self.token,
+                                                bound=self._io_timeout if held else WITHDRAW_TIMEOUT)
+        except (psycopg.Error, OSError) as e:
+            log.warning("releasing %r (token %d) failed: %s; the lease ends by itself",
+                        self.lock_id, self.token, e)
+            raise
         return held and released
 
     # --- waiting ---------------------------------------------------------
@@ -539,8 +582,9 @@ class Lease:
         """Leaves the queue, releasing a grant that raced with us."""
         try:
             await self._run_retrying("cancel", self.lock_id, self.owner, bound=WITHDRAW_TIMEOUT)
-        except (psycopg.Error, OSError):
-            pass
+        except (psycopg.Error, OSError) as e:
+            log.warning("withdrawing the wait for %r failed: %s; the server drops it within "
+                        "%g s", self.lock_id, e, self._heartbeat)
 
     # --- holding ---------------------------------------------------------
 
@@ -559,11 +603,13 @@ class Lease:
 
     def _expire(self):
         if not self._done and monotonic() >= self._deadline:
-            self.lost.set()
+            self._lose("no renewal confirmed before its local deadline")
             self._kick.set()
 
-    def _lose(self):
+    def _lose(self, why):
         if not self._done:
+            if not asyncio.Event.is_set(self.lost):
+                log.warning("the lease on %r (token %d) was lost: %s", self.lock_id, self.token, why)
             self.lost.set()
             self._timer.cancel()
 
@@ -584,7 +630,7 @@ class Lease:
     async def _check_holds(self):
         try:
             if not await self._run("holds", self.lock_id, self.token):
-                self._lose()
+                self._lose("a lost notice, confirmed by lockq_holds")
         except (psycopg.Error, OSError):
             self._verify = True
 
@@ -595,10 +641,12 @@ class Lease:
         try:
             renewed = await self._run("renew", self.lock_id, self.owner, self.token, self._ttl,
                                       bound=max(0.1, min(self._io_timeout, self._deadline - sent)))
-        except (psycopg.Error, OSError):
+        except (psycopg.Error, OSError) as e:
+            log.warning("renewing the lease on %r (token %d) failed: %s; trying again",
+                        self.lock_id, self.token, e)
             return monotonic() + min(self._ttl / 10, 1.0)
         if not renewed:
-            self._lose()
+            self._lose("the server refused its renewal")
         elif self._done or self.lost.is_set() or monotonic() >= self._deadline:
             if not self._done:          # renewed after we had given it up
                 await self._release_quietly()

@@ -96,6 +96,29 @@ class AioTest(LockqTestCase):
 
         self.run_async(main())
 
+    def test_extend_remaining_and_the_log(self):
+        """extend() and remaining as in threads; a lease taken away cannot
+        be extended, and the "lockq" logger says so."""
+        async def main():
+            pool = await self.pool()
+            async with lockq.aio.lock(pool, self.name, ttl=2, auto_renew=False) as lease:
+                self.assertGreater(lease.remaining, 1.0)
+                await lease.extend(60)
+                self.assertGreater(lease.remaining, 55)
+                await asyncio.sleep(2.5)
+                self.assertTrue(lease.held)
+            self.assertEqual(lease.remaining, 0.0)
+            lease = await lockq.aio.lock(pool, self.name, ttl=60).acquire()
+            with self.assertLogs("lockq", "WARNING") as logs:
+                self.value("SELECT lockq_force_release(%s)", (self.name,))
+                with self.assertRaises(lockq.LockLost):
+                    await lease.extend()
+                self.assertFalse(await lease.release())
+            self.assertEqual(len([m for m in logs.output if "was lost" in m]), 1, logs.output)
+            await pool.close()
+
+        self.run_async(main())
+
     def test_lost_when_the_loop_is_blocked(self):
         """A loop blocked past the lease has not run the timer that sets
         lost: lost.is_set() and held consult the clock (issue 22, item 3)."""

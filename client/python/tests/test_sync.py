@@ -308,6 +308,59 @@ class SyncTest(LockqTestCase):
         self.assertFalse(lease.lost.is_set())
         self.assertIsNone(self.holder(self.name))
 
+    def test_extend_and_remaining(self):
+        """extend() renews now for a new ttl, which later renewals keep;
+        remaining counts down to the local deadline and is 0 once released."""
+        with lockq.lock(self.pool, self.name, ttl=2, auto_renew=False) as lease:
+            self.assertGreater(lease.remaining, 1.0)
+            self.assertLessEqual(lease.remaining, 2.0)
+            lease.extend(60)
+            self.assertGreater(lease.remaining, 55)
+            self.assertTrue(self.value(
+                "SELECT expires > now() + interval '50 s' FROM lockq_locks WHERE lock_id = %s",
+                (self.name,)), "the server has the new lease")
+            time.sleep(2.5)             # past the first ttl: still held
+            self.assertTrue(lease.held)
+        self.assertEqual(lease.remaining, 0.0)
+        with self.assertRaises(lockq.LockLost):
+            lease.extend()
+
+    def test_extend_refused_and_logged(self):
+        """A lease taken away cannot be extended: LockLost, and the "lockq"
+        logger says why, once."""
+        lease = lockq.lock(self.pool, self.name, ttl=60).acquire()
+        with self.assertLogs("lockq", "WARNING") as logs:
+            self.assertTrue(self.value("SELECT lockq_force_release(%s)", (self.name,)))
+            with self.assertRaises(lockq.LockLost):
+                lease.extend(30)
+            self.assertFalse(lease.held)
+            self.assertFalse(lease.release())
+        lost = [m for m in logs.output if "was lost" in m]
+        self.assertEqual(len(lost), 1, logs.output)
+        self.assertIn(repr(self.name), lost[0])
+
+    def test_a_failed_renewal_is_logged(self):
+        """A renewal that fails leaves a WARNING on the "lockq" logger (and
+        the lease, whose deadline is still ahead, is kept)."""
+        lease = lockq.lock(self.pool, self.name, ttl=1.5).acquire()
+        real_run = lease._run
+        failed = threading.Event()
+
+        def run(name, *params, **kw):
+            if name == "renew" and not failed.is_set():
+                failed.set()
+                raise psycopg.OperationalError("injected")
+            return real_run(name, *params, **kw)
+
+        with self.assertLogs("lockq", "WARNING") as logs:
+            lease._run = run
+            self.assertTrue(failed.wait(10))
+            time.sleep(1.0)             # the retry renews it
+            self.assertTrue(lease.held)
+            self.assertTrue(lease.release())
+        self.assertTrue(any("renewing the lease on %r" % self.name in m and "injected" in m
+                            for m in logs.output), logs.output)
+
     def assert_lost(self, lease):
         self.assertTrue(lease.lost.wait(10), "lease.lost is set")
         self.assertFalse(lease.held)
