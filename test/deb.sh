@@ -3,8 +3,8 @@
 # test/deb.sh build|test -- make deb and make test-deb.
 #
 #   build  builds the Debian packages of debian/ (postgresql-15-lockq,
-#          liblockq2, liblockq-dev, lockq-cli) with dpkg-buildpackage,
-#          debhelper and pg_buildext, in a copy of the tree (without what
+#          liblockq2, liblockq-dev, lockq-cli, python3-lockq) with
+#          dpkg-buildpackage, debhelper, pg_buildext and pybuild, in a copy of the tree (without what
 #          .gitignore lists) under DEB_DIR (default build-deb), where the
 #          .deb files land.  As root it first installs what the build needs
 #          (LQ_DEB_BUILD_PACKAGES) when missing; they stay installed.
@@ -13,8 +13,10 @@
 #          (PostgreSQL refuses root) starts a throw-away cluster of the
 #          installed PostgreSQL 15 with the packaged extension preloaded,
 #          runs README's psql session against it (test/readme-session.pl),
-#          and uses the packaged CLI and a program built with liblockq-dev's
-#          pkg-config file against liblockq2.  Afterwards, pass or fail, it
+#          and uses the packaged CLI (and its man page), a program built
+#          with liblockq-dev's pkg-config file against liblockq2, and the
+#          packaged Python module; it checks that the exporter's query file
+#          is among the extension's examples.  Afterwards, pass or fail, it
 #          purges the packages and puts back the files they replaced (a
 #          make install of lockq into the same PostgreSQL, say), so that
 #          the machine is left as it was (LOCKQ_DEB_KEEP=1 keeps the
@@ -38,10 +40,11 @@ log() { lq_log "$@"; }
 
 DEB_DIR=${DEB_DIR:-build-deb}
 TESTUSER=${LOCKQ_TEST_USER:-lockqtest}
-LQ_DEB_BUILD_PACKAGES="build-essential debhelper dpkg-dev postgresql-server-dev-all libpq-dev rsync"
+LQ_DEB_BUILD_PACKAGES="build-essential debhelper dpkg-dev postgresql-server-dev-all libpq-dev rsync
+                       dh-python python3-all python3-setuptools pybuild-plugin-pyproject"
 # what the test needs besides the packages and what they depend on
-LQ_DEB_TEST_PACKAGES="postgresql-15 build-essential pkg-config"
-PACKAGES="postgresql-15-lockq liblockq2 liblockq-dev lockq-cli"
+LQ_DEB_TEST_PACKAGES="postgresql-15 build-essential pkg-config man-db"
+PACKAGES="postgresql-15-lockq liblockq2 liblockq-dev lockq-cli python3-lockq"
 
 build() {
 	lq_install_packages $LQ_DEB_BUILD_PACKAGES
@@ -49,7 +52,10 @@ build() {
 	rm -rf "$DEB_DIR"
 	mkdir -p "$DEB_DIR/src"
 	rsync -a --exclude=/.git --exclude="/$DEB_DIR" --filter=':- .gitignore' ./ "$DEB_DIR/src/"
-	if ! (cd "$DEB_DIR/src" && env -u PG_CONFIG dpkg-buildpackage -b -us -uc) >"$DEB_DIR/build.log" 2>&1; then
+	# Debian's tools and interpreters only (pybuild runs "python3.11" from
+	# PATH: not a pyenv's or a virtualenv's)
+	if ! (cd "$DEB_DIR/src" && env -u PG_CONFIG PATH=/usr/sbin:/usr/bin:/sbin:/bin \
+		dpkg-buildpackage -b -us -uc) >"$DEB_DIR/build.log" 2>&1; then
 		tail -n 60 "$DEB_DIR/build.log"
 		log "FAILED (the whole log: $DEB_DIR/build.log)"
 		exit 1
@@ -129,7 +135,9 @@ test_packages() {
 	log "installing the packages"
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${debs[@]}" >/dev/null
 	for f in "$("$PG_CONFIG" --pkglibdir)/lockq.so" "$("$PG_CONFIG" --sharedir)/extension/lockq.control" \
-		/usr/bin/lockq /usr/include/lockq_client.h; do
+		/usr/bin/lockq /usr/include/lockq_client.h /usr/share/man/man1/lockq.1.gz \
+		/usr/share/doc/postgresql-15-lockq/examples/lockq.yaml \
+		/usr/lib/python3/dist-packages/lockq/__init__.py /usr/lib/python3/dist-packages/lockq/py.typed; do
 		dpkg -S "$f" >/dev/null || { echo "$f does not come from a package" >&2; exit 1; }
 	done
 
@@ -198,6 +206,24 @@ EOF
 	echo "$out"
 	[[ $out =~ ^"liblockq $version: held with token "[1-9][0-9]*$ ]] ||
 		{ echo "the program built with liblockq-dev did not take the lock" >&2; exit 1; }
+	out=$(MANWIDTH=200 man lockq 2>/dev/null | sed -n '/^NAME/{n;p;q}' | tr -s ' ')
+	echo "man lockq: $out"
+	[[ $out =~ "lockq - run a command under a cluster-wide lock" ]] ||
+		{ echo "man lockq does not show lockq(1)" >&2; exit 1; }
+
+	log "the Python module from python3-lockq"
+	# from a directory of its own: python3 -P would not look at it anyway
+	out=$(cd "$cluster_dir" && as_user python3 -P -c '
+import sys, psycopg, lockq
+assert lockq.__file__ == "/usr/lib/python3/dist-packages/lockq/__init__.py", lockq.__file__
+with psycopg.connect(sys.argv[1], autocommit=True) as conn:
+    with lockq.lock(conn, "deb:python", ttl=10, timeout=10) as lease:
+        held = conn.execute("SELECT lockq.lockq_holds(%s, %s)", ("deb:python", lease.token)).fetchone()[0]
+        print("python3-lockq: held with token %d, lockq_holds %s" % (lease.token, held))
+' "$c")
+	echo "$out"
+	[[ $out =~ ^"python3-lockq: held with token "[1-9][0-9]*", lockq_holds True"$ ]] ||
+		{ echo "the packaged Python module did not take the lock" >&2; exit 1; }
 	log "the packages work"
 }
 

@@ -23,7 +23,7 @@
  *   A failed renewal, the deadline passing, or a "lost" notice that
  *   lockq_holds confirms aborts lease.signal.
  *
- * Durations are milliseconds.  They are sent as seconds through
+ * Durations are milliseconds.  NODE_DEBUG=lockq turns on the debug log.  They are sent as seconds through
  * make_interval: node-pg sends numbers as text, and '2000'::interval is
  * 2000 seconds.  Tokens are BigInts (they are bigint).  Every call names the
  * schema of the extension's functions: nothing depends on search_path.
@@ -41,7 +41,14 @@ const crypto = require('node:crypto');
 const os = require('node:os');
 const { threadId } = require('node:worker_threads');
 const { performance } = require('node:perf_hooks');
+const { debuglog } = require('node:util');
 const pg = require('pg');
+
+/**
+ * The debug log (NODE_DEBUG=lockq): failed renewals, lost leases with the
+ * reason, failed releases and withdrawals, a pool listener that failed.
+ */
+const debug = debuglog('lockq');
 
 const DEFAULT_TTL = 30000;
 const DEFAULT_HEARTBEAT = 10000;
@@ -53,9 +60,13 @@ const MAX_NAME = 255;
 const RECONNECT_DELAY = 500;
 const PROBE_TIMEOUT = 5000; // the longest a pool listener's probe may take
 
-// the schema of lockq's functions: lockq (1.1) or the extension's (1.0)
+/** The oldest extension this client works with (as liblockq, Python and Go). */
+const MIN_EXTVERSION = '1.1';
+
+// the schema of lockq's functions, the extension's version, and whether it
+// has lockq_await (1.2)
 const SCHEMA_QUERY =
-  "SELECT n.nspname, EXISTS (SELECT FROM pg_catalog.pg_proc a" +
+  "SELECT n.nspname, e.extversion, EXISTS (SELECT FROM pg_catalog.pg_proc a" +
   "   WHERE a.pronamespace OPERATOR(pg_catalog.=) n.oid" +
   "     AND a.proname OPERATOR(pg_catalog.=) 'lockq_await') AS awaits" +
   " FROM pg_catalog.pg_extension e" +
@@ -301,9 +312,14 @@ class PoolSource {
   }
 
   async connect() {
-    const client = new pg.Client(this.pool.options);
+    // the application's pg: a Pool carries its Client class
+    const Client = typeof this.pool.Client === 'function' ? this.pool.Client : pg.Client;
+    const client = new Client(this.pool.options);
     client.on('notification', (msg) => this.hub.dispatch(msg));
-    client.on('error', () => this.reconnect(client));
+    client.on('error', (e) => {
+      debug('the pool\'s listener connection failed (%s): reconnecting', e.message);
+      this.reconnect(client);
+    });
     try {
       await client.connect();
       await listen(client, this.hub.channel);
@@ -332,7 +348,21 @@ class PoolSource {
 async function lookup(queryable) {
   const { rows } = await queryable.query(SCHEMA_QUERY);
   if (rows.length !== 1) throw new LockError('the lockq extension is not installed in this database');
+  if (!versionAtLeast(rows[0].extversion, MIN_EXTVERSION)) {
+    throw new LockError(`lockq extension ${rows[0].extversion} is installed; this client needs ${MIN_EXTVERSION} or later: run ALTER EXTENSION lockq UPDATE`);
+  }
   return [statements(rows[0].nspname), rows[0].awaits];
+}
+
+/** True if version ("major.minor...") is min or later. */
+function versionAtLeast(version, min) {
+  const parse = (v) => {
+    const m = /^(\d+)\.(\d+)/.exec(String(v));
+    return m ? [Number(m[1]), Number(m[2])] : null;
+  };
+  const a = parse(version);
+  const b = parse(min);
+  return a !== null && (a[0] > b[0] || (a[0] === b[0] && a[1] >= b[1]));
 }
 
 const sources = new WeakMap();
@@ -369,7 +399,9 @@ const rawAborted = (signal) => abortedOf.call(signal);
  */
 function clockedSignal(lease, signal) {
   const check = () => {
-    if (lease.token !== null && !lease._done && !rawAborted(signal) && now() >= lease._deadline) lease._lose();
+    if (lease.token !== null && !lease._done && !rawAborted(signal) && now() >= lease._deadline) {
+      lease._lose('no renewal confirmed before its local deadline');
+    }
   };
   const reasonOf = Object.getOwnPropertyDescriptor(AbortSignal.prototype, 'reason').get;
   const throwIfAborted = signal.throwIfAborted;
@@ -412,6 +444,33 @@ class Lease {
     return this.token !== null && !this._done && !rawAborted(this.signal) && now() < this._deadline;
   }
 
+  /** Milliseconds until the local deadline; 0 once the lease is not held. */
+  get remaining() {
+    return this.held ? Math.max(0, this._deadline - now()) : 0;
+  }
+
+  /**
+   * Renews the lease now for ttl milliseconds (default: its ttl) from when
+   * the request is sent, and makes ttl its ttl for later renewals.  Throws
+   * LockLostError if the lease is not held or the server refuses; another
+   * error if the server did not answer in time (the lease may still be
+   * held then).
+   */
+  async extend(ttl) {
+    ttl = ttl === undefined ? this._ttl : checkDuration('ttl', ttl, 1);
+    if (!this.held) throw new LockLostError(`the lease on "${this.lockId}" is not held`);
+    const sent = now();
+    const renewed = await this._runWithin(Math.max(100, Math.min(this._ioTimeout, Math.round(this._deadline - sent))),
+      'renew', this.token.toString(), secs(ttl));
+    if (!renewed) this._lose('the server refused its extension');
+    if (this._done || rawAborted(this.signal) || now() >= this._deadline) {
+      if (renewed && !this._done) await this._run('release', this.token.toString()).catch(() => {});
+      throw new LockLostError(`the lease on "${this.lockId}" (token ${this.token}) was lost`);
+    }
+    this._ttl = ttl;
+    this._setDeadline(sent + ttl);
+  }
+
   /** Releases the lock; true if the lease was still held until then. */
   async release() {
     if (this._done) return false;
@@ -421,7 +480,12 @@ class Lease {
     clearTimeout(this._timers.renew);
     this._src.hub.unregister(this);
     this._src.close();
-    return (await this._runRetrying(held ? this._ioTimeout : WITHDRAW_TIMEOUT, 'release', this.token.toString())) && held;
+    try {
+      return (await this._runRetrying(held ? this._ioTimeout : WITHDRAW_TIMEOUT, 'release', this.token.toString())) && held;
+    } catch (e) {
+      debug('releasing "%s" (token %s) failed (%s): the lease ends by itself', this.lockId, String(this.token), e.message);
+      throw e;
+    }
   }
 
   _run(name, ...params) {
@@ -545,7 +609,9 @@ class Lease {
         }
       }
     } catch (e) {
-      await this._runRetrying(WITHDRAW_TIMEOUT, 'cancel').catch(() => {});
+      await this._runRetrying(WITHDRAW_TIMEOUT, 'cancel').catch((w) => {
+        debug('withdrawing the wait for "%s" failed (%s): the server drops it within %d ms', this.lockId, w.message, this._heartbeat);
+      });
       throw e;
     }
   }
@@ -580,7 +646,9 @@ class Lease {
   /** A "lost" notice is only a hint: ask the server. */
   async _verify() {
     try {
-      if (!(await this._src.run('holds', [this.lockId, this.token.toString()], this._ioTimeout))) this._lose();
+      if (!(await this._src.run('holds', [this.lockId, this.token.toString()], this._ioTimeout))) {
+        this._lose('a lost notice, confirmed by lockq_holds');
+      }
     } catch {
       // unreachable server: the local deadline decides
     }
@@ -593,11 +661,12 @@ class Lease {
   }
 
   _expire() {
-    if (!this._done && now() >= this._deadline) this._lose();
+    if (!this._done && now() >= this._deadline) this._lose('no renewal confirmed before its local deadline');
   }
 
-  _lose() {
+  _lose(why) {
     if (this._done || rawAborted(this.signal)) return;
+    debug('the lease on "%s" (token %s) was lost: %s', this.lockId, String(this.token), why);
     clearTimeout(this._timers.deadline);
     clearTimeout(this._timers.renew);
     this._ac.abort(new LockLostError(`the lease on "${this.lockId}" (token ${this.token}) was lost`));
@@ -614,12 +683,15 @@ class Lease {
     try {
       renewed = await this._runWithin(Math.max(100, Math.min(this._ioTimeout, Math.round(this._deadline - sent))),
         'renew', this.token.toString(), secs(this._ttl));
-    } catch {
-      if (!this._done && !this.signal.aborted) this._scheduleRenew(now() + Math.min(this._ttl / 10, 1000));
+    } catch (e) {
+      if (!this._done && !this.signal.aborted) {
+        debug('renewing the lease on "%s" (token %s) failed (%s): trying again', this.lockId, String(this.token), e.message);
+        this._scheduleRenew(now() + Math.min(this._ttl / 10, 1000));
+      }
       return;
     }
     if (this._done) return;
-    if (!renewed) return this._lose();
+    if (!renewed) return this._lose('the server refused its renewal');
     if (this.signal.aborted || now() >= this._deadline) {
       await this._run('release', this.token.toString()).catch(() => {}); // renewed after we gave it up
       return;
@@ -667,4 +739,4 @@ async function using(source, lockId, opts, fn) {
   return result;
 }
 
-module.exports = { using, acquire, Lease, LockError, LockTimeoutError, LockLostError, parseNotice };
+module.exports = { using, acquire, Lease, LockError, LockTimeoutError, LockLostError, parseNotice, MIN_EXTVERSION };

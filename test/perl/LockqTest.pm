@@ -271,9 +271,10 @@ sub node_client
 {
 	my $src = "$ENV{TESTDIR}/client/node";
 	my $dir = PostgreSQL::Test::Utils::tempdir() . '/node';
-	File::Path::make_path("$dir/test", "$dir/tools");
+	File::Path::make_path("$dir/test", "$dir/tools", "$dir/app");
 	File::Copy::copy("$src/$_", "$dir/$_") or die "copy $_: $!"
-	  for qw(lockq.js package.json package-lock.json test/lockq.test.js tools/handoff.js tools/agent.js);
+	  for qw(lockq.js lockq.d.ts README.md package.json package-lock.json test/lockq.test.js
+	  tools/handoff.js tools/agent.js app/app.js app/typed-app.ts);
 	my $env = sub {
 		chdir $dir or die "chdir $dir: $!";
 		$ENV{npm_config_cache} = "$dir/.npm";

@@ -60,9 +60,28 @@ IPC::Run::run([ $lockq, '--version' ], '>', \$out, '2>', \$err);
 is($?, 0, 'lockq --version exits 0');
 is($out, "lockq $version\n", 'lockq --version prints the version');
 like(slurp_file("$top/client/lockq.pc"), qr/^Version: \Q$version\E$/m, 'lockq.pc has it');
+
+# the man page names every option of lockq --help, and renders cleanly
+IPC::Run::run([ $lockq, '--help' ], '>', \$out, '2>', \$err);
+my %opts = map { $_ => 1 } ($out =~ /(--[a-z][a-z-]+)/g);
+my $man = slurp_file("$top/client/lockq.1");
+my @missing = grep { my $o = $_; $o =~ s/-/\\-/g; $man !~ /\Q$o\E\b/ } sort keys %opts;
+cmp_ok(scalar(keys %opts), '>', 10, 'lockq --help names its options');
+is(join(' ', @missing), '', 'lockq.1 names every option of lockq --help');
+SKIP:
+{
+	skip 'no groff', 1 unless system('groff -v >/dev/null 2>&1') == 0;
+	my $warn = '';
+	IPC::Run::run([ 'groff', '-man', '-Tutf8', '-ww', '-z', "$top/client/lockq.1" ], '2>', \$warn);
+	is($warn, '', 'groff renders lockq.1 without a warning');
+}
 my $node_pkg = JSON::PP->new->decode(slurp_file("$top/client/node/package.json"));
 is($node_pkg->{version}, $semver, 'so does the Node package');
 is($node_pkg->{license}, 'PostgreSQL', 'under the PostgreSQL License');
+like(slurp_file("$top/client/python/pyproject.toml"), qr/^version = "\Q$semver\E"$/m,
+	'so does the Python package');
+like(slurp_file("$top/client/node/package-lock.json"), qr/^  "version": "\Q$semver\E",$/m,
+	'and the Node lock file');
 like(slurp_file("$top/examples/go/go.mod"), qr/^\s*lockq v\Q$semver\E$/m,
 	'the Go example requires the Go module of this version');
 
@@ -82,7 +101,7 @@ find(
 				  || ($File::Find::dir eq "$top/debian" && !/^(tests|source)$/);
 				return;
 			}
-			return unless /\.(c|h|sql|pl|pm|sh|py|js|go|spec|mk|conf|yaml)$/ || $_ eq 'Makefile' || $_ eq 'rules';
+			return unless /\.(c|h|sql|pl|pm|sh|py|js|ts|go|spec|mk|conf|yaml|toml)$/ || $_ eq 'Makefile' || $_ eq 'rules';
 			$checked++;
 			push @unlicensed, $File::Find::name
 			  unless slurp_file($_) =~ /released under the PostgreSQL License/;
