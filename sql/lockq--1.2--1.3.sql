@@ -114,3 +114,32 @@ COMMENT ON VIEW lockq.lockq_locks IS
 'Current grants: one row per held lock. session_pid is set for locks that end with their session.';
 GRANT SELECT ON lockq.lockq_locks TO PUBLIC;
 
+
+-- 1.3 counts the lockq_try calls that found the lock taken: lockq_stats
+-- gets a column, failed_tries, at its end.
+DROP VIEW lockq.lockq_stats;
+DROP FUNCTION lockq.lockq_stats();
+CREATE FUNCTION lockq.lockq_stats(
+	OUT grants bigint, OUT handoffs bigint, OUT releases bigint,
+	OUT expiries bigint, OUT timeouts bigint, OUT cancels bigint,
+	OUT session_releases bigint, OUT dropped_waiters bigint,
+	OUT renewals bigint, OUT enqueues bigint, OUT forced_releases bigint,
+	OUT deferred_handoffs bigint, OUT requests bigint, OUT batches bigint,
+	OUT sync_commits bigint, OUT worker_starts bigint,
+	OUT batch_errors bigint, OUT holders bigint, OUT waiters bigint,
+	OUT worker_pid integer, OUT grace_until timestamptz,
+	OUT delayed_locks bigint, OUT state_memory bigint,
+	OUT wait_time double precision, OUT hold_time double precision,
+	OUT max_queue_length bigint, OUT longest_queue bigint,
+	OUT stats_reset timestamptz, OUT failed_tries bigint)
+RETURNS record
+AS 'MODULE_PATHNAME', 'lockq_stats'
+LANGUAGE C VOLATILE PARALLEL RESTRICTED;
+COMMENT ON FUNCTION lockq.lockq_stats() IS
+'Counters of the lock server since stats_reset (the server''s start or lockq_stats_reset()), among them the total wait of granted waiters and the total life of ended grants (wait_time, hold_time, ms), the longest queue (max_queue_length) and the lockq_try calls that found the lock taken (failed_tries); gauges: the current number of holders and waiters, the longest queue now, the locks delayed after a crash (delayed_locks; grace_until is when the last such delay ends), and the memory the lock server''s state holds (state_memory, bytes; lockq.max_server_memory bounds it).';
+
+CREATE VIEW lockq.lockq_stats AS
+	SELECT * FROM lockq.lockq_stats();
+COMMENT ON VIEW lockq.lockq_stats IS
+'Counters of the lock server since stats_reset, and gauges: the current holders, waiters, longest queue, delayed locks and state memory.';
+GRANT SELECT ON lockq.lockq_stats TO PUBLIC;

@@ -224,12 +224,12 @@ CREATE FUNCTION lockq.lockq_stats(
 	OUT delayed_locks bigint, OUT state_memory bigint,
 	OUT wait_time double precision, OUT hold_time double precision,
 	OUT max_queue_length bigint, OUT longest_queue bigint,
-	OUT stats_reset timestamptz)
+	OUT stats_reset timestamptz, OUT failed_tries bigint)
 RETURNS record
 AS 'MODULE_PATHNAME', 'lockq_stats'
 LANGUAGE C VOLATILE PARALLEL RESTRICTED;
 COMMENT ON FUNCTION lockq.lockq_stats() IS
-'Counters of the lock server since stats_reset (the server''s start or lockq_stats_reset()), among them the total wait of granted waiters and the total life of ended grants (wait_time, hold_time, ms) and the longest queue (max_queue_length); gauges: the current number of holders and waiters, the longest queue now, the locks delayed after a crash (delayed_locks; grace_until is when the last such delay ends), and the memory the lock server''s state holds (state_memory, bytes; lockq.max_server_memory bounds it).';
+'Counters of the lock server since stats_reset (the server''s start or lockq_stats_reset()), among them the total wait of granted waiters and the total life of ended grants (wait_time, hold_time, ms), the longest queue (max_queue_length) and the lockq_try calls that found the lock taken (failed_tries); gauges: the current number of holders and waiters, the longest queue now, the locks delayed after a crash (delayed_locks; grace_until is when the last such delay ends), and the memory the lock server''s state holds (state_memory, bytes; lockq.max_server_memory bounds it).';
 
 CREATE FUNCTION lockq.lockq_stats_reset()
 RETURNS void

@@ -108,6 +108,17 @@ SELECT lockq_stats_reset();
 SELECT lockq_try('st-exp', 'o', '200 ms') IS NOT NULL AS granted;
 SELECT lq_wait_stats('expiries = 1');
 SELECT grants, expiries, hold_time, wait_time, handoffs FROM lockq_stats;
+-- a try that finds the lock taken counts as failed (owner and session-bound,
+-- the latter decided in the backend), one that gets it or holds it does not
+SELECT lockq_stats_reset();
+SELECT lockq_try('st-busy', 'a', '1 min') IS NOT NULL AS granted;
+SELECT lockq_try('st-busy', 'a', '1 min') IS NOT NULL AS holds_it;
+SELECT lockq_try('st-busy', 'b', '1 min') IS NULL AS refused;
+SELECT lockq_try('st-busy') IS NULL AS refused_session;
+SELECT failed_tries, grants FROM lockq_stats;
+SELECT lockq_release('st-busy', 'a');
+SELECT lockq_stats_reset();
+SELECT failed_tries FROM lockq_stats;
 DROP ROLE lq_stats_user;
 DROP ROLE lq_stats_admin;
 
@@ -126,5 +137,15 @@ SELECT worker_pid IS NOT NULL AS worker_running, longest_queue,
   FROM lockq.lockq_stats;
 SELECT has_function_privilege('public', 'lockq.lockq_stats_reset()', 'EXECUTE') AS public_may_reset,
 	   has_function_privilege('lockq_admin', 'lockq.lockq_stats_reset()', 'EXECUTE') AS admin_may_reset;
+-- Version 1.2 declares all but failed_tries; the update adds it.
+DROP EXTENSION lockq;
+CREATE EXTENSION lockq VERSION '1.2';
+SELECT count(*) AS columns_1_2 FROM pg_attribute
+ WHERE attrelid = 'lockq.lockq_stats'::regclass AND attnum > 0;
+SELECT longest_queue, stats_reset IS NOT NULL AS has_reset FROM lockq.lockq_stats;
+ALTER EXTENSION lockq UPDATE;
+SELECT count(*) AS columns_1_3 FROM pg_attribute
+ WHERE attrelid = 'lockq.lockq_stats'::regclass AND attnum > 0;
+SELECT failed_tries >= 0 AS has_failed_tries FROM lockq.lockq_stats;
 DROP EXTENSION lockq;
 CREATE EXTENSION lockq;

@@ -1176,7 +1176,10 @@ lockq_try(PG_FUNCTION_ARGS)
 		res = lq_call(&req);
 	lq_raise_if_error(&res);
 	if (res.status != LQ_ST_GRANTED)
+	{
+		lq_stat_add(LQ_STAT_FAILED_TRIES, 1);
 		PG_RETURN_NULL();
+	}
 	if (req.session_owner)
 		lq_note_session_grant(&req, &res);
 	PG_RETURN_INT64(res.token);

@@ -156,6 +156,7 @@ typedef enum LqStat
 	LQ_STAT_SYNC_COMMITS,
 	LQ_STAT_WORKER_STARTS,
 	LQ_STAT_BATCH_ERRORS,
+	LQ_STAT_FAILED_TRIES,		/* lockq_try calls that found the lock taken */
 	LQ_STAT_WAIT_US,			/* sum of the waits of granted waiters (µs) */
 	LQ_STAT_HOLD_US,			/* sum of the lives of ended grants (µs) */
 	LQ_STAT_COUNT

@@ -59,10 +59,13 @@ static const LqStat lq_stat_columns[] = {
 /*
  * The counters, holders, waiters, worker_pid, grace_until (version 1.0
  * declares these), delayed_locks, state_memory, wait_time, hold_time,
- * max_queue_length, longest_queue, stats_reset.
+ * max_queue_length, longest_queue, stats_reset (1.1 and 1.2 add these),
+ * failed_tries (1.3).  Each version's columns begin with the older ones',
+ * so a tuple for an older declaration is a prefix of the full one.
  */
 #define LQ_STATS_NCOLS_1_0 (lengthof(lq_stat_columns) + 4)
-#define LQ_STATS_NCOLS (LQ_STATS_NCOLS_1_0 + 7)
+#define LQ_STATS_NCOLS_1_2 (LQ_STATS_NCOLS_1_0 + 7)
+#define LQ_STATS_NCOLS (LQ_STATS_NCOLS_1_2 + 1)
 
 /*
  * lockq_stats returns one row: the counters since stats_reset (the start of
@@ -90,7 +93,8 @@ lockq_stats(PG_FUNCTION_ARGS)
 	lq_check_available();
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
-	if (tupdesc->natts != LQ_STATS_NCOLS && tupdesc->natts != LQ_STATS_NCOLS_1_0)
+	if (tupdesc->natts != LQ_STATS_NCOLS && tupdesc->natts != LQ_STATS_NCOLS_1_2 &&
+		tupdesc->natts != LQ_STATS_NCOLS_1_0)
 		elog(ERROR, "lockq_stats: expected %d columns, got %d",
 			 (int) LQ_STATS_NCOLS, tupdesc->natts);
 
@@ -122,6 +126,7 @@ lockq_stats(PG_FUNCTION_ARGS)
 	values[n + 8] = Int64GetDatum((int64) pg_atomic_read_u64(&lq_shared->queue_max));
 	values[n + 9] = Int64GetDatum((int64) pg_atomic_read_u64(&lq_shared->longest_queue));
 	values[n + 10] = TimestampTzGetDatum((TimestampTz) pg_atomic_read_u64(&lq_shared->stats_reset));
+	values[n + 11] = Int64GetDatum((int64) pg_atomic_read_u64(&lq_shared->stats[LQ_STAT_FAILED_TRIES]));
 
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
 }

@@ -9,7 +9,10 @@
 #   hold times within bounds and equal to lockq_stats; the queue gauges and
 #   the high-water mark while the waiters queue; the age of the oldest
 #   grant and of the oldest waiter (0 when there is none); per-role usage
-#   as gauges labelled by role;
+#   as gauges labelled by role, zeros for a login role that is idle;
+# * per namespace: holders and waiters under a granted prefix (zeros
+#   while idle) and under an id's part up to its colon (there while in
+#   use); failed tries;
 # * lockq_stats_reset, called by a member of lockq_admin, zeroes the
 #   counters, starts the high-water mark from the queue there is, and
 #   moves stats_reset; counting starts again from there;
@@ -42,6 +45,7 @@ CREATE ROLE monitor LOGIN;
 CREATE ROLE app LOGIN;
 CREATE ROLE ops LOGIN IN ROLE lockq_admin;
 SELECT lockq.lockq_set_role_limits('app', max_owner_locks => 10);
+SELECT lockq.lockq_grant('jobs:', 'app');
 });
 
 # --- the exporter ------------------------------------------------------------
@@ -76,7 +80,7 @@ END
 my $http = HTTP::Tiny->new(timeout => 10);
 
 # scrape() fetches /metrics and returns its lockq series as a hash:
-# name => value, with the role label kept as name{role}.
+# name => value, with the role or namespace label kept as name{label}.
 sub scrape
 {
 	my $res = $http->get("http://127.0.0.1:$port/metrics");
@@ -86,7 +90,7 @@ sub scrape
 	{
 		next unless $line =~ /^(lockq_\w+)(\{[^}]*\})?\s+(\S+)$/;
 		my ($name, $labels, $value) = ($1, $2 // '', $3);
-		$name .= "{$1}" if $labels =~ /\brole="([^"]*)"/;
+		$name .= "{$1}" if $labels =~ /\b(?:role|namespace)="([^"]*)"/;
 		$m{$name} = $value;
 	}
 	return \%m;
@@ -119,13 +123,13 @@ my %type = $types =~ /^# TYPE (lockq_\w+) (\w+)$/mg;
 my @counters = map { "lockq_${_}_total" }
   qw(grants handoffs releases expiries timeouts cancels session_releases
   dropped_waiters renewals enqueues forced_releases deferred_handoffs requests
-  batches sync_commits worker_starts batch_errors wait_seconds hold_seconds);
+  batches sync_commits worker_starts batch_errors failed_tries wait_seconds hold_seconds);
 my @gauges = map { "lockq_$_" }
   qw(max_queue_length longest_queue holders waiters delayed_locks
   state_memory_bytes worker_running stats_reset_seconds oldest_holder_seconds
   oldest_waiter_seconds role_owner_locks
   role_max_owner_locks role_waiters role_max_waiters role_session_locks
-  role_max_session_locks);
+  role_max_session_locks namespace_holders namespace_waiters);
 is(join(',', map { $type{$_} // 'missing' } @counters),
 	join(',', map { 'counter' } @counters), 'the counters are counters');
 is(join(',', map { $type{$_} // 'missing' } @gauges),
@@ -144,6 +148,10 @@ cmp_ok(abs($started - scalar_query($node,
 is($m->{'lockq_role_max_owner_locks{app}'}, 10,
 	'per-role: the limit set for app');
 is($m->{'lockq_role_owner_locks{app}'}, 0, 'app holds nothing yet');
+is($m->{'lockq_role_owner_locks{monitor}'} . '/' . $m->{'lockq_role_waiters{monitor}'}, '0/0',
+	'an idle login role has its series (zeros)');
+is($m->{'lockq_namespace_holders{jobs:}'} . '/' . $m->{'lockq_namespace_waiters{jobs:}'}, '0/0',
+	'so has an idle granted namespace');
 
 # --- known traffic -----------------------------------------------------------
 my $t0 = time();
@@ -244,6 +252,21 @@ is( join(',',
 		map { $m->{"lockq_${_}_total"} } qw(grants handoffs releases)),
 	'1,1,2', 'counting starts again from the reset');
 cmp_ok($m->{lockq_wait_seconds_total}, '>', 0, 'w3 waited');
+
+# --- namespaces and failed tries -----------------------------------------------
+scalar_query($node, "SELECT lockq_try('jobs:$_', 'j$_', '5 min')") for 1 .. 2;
+scalar_query($node, "SELECT lockq_try('reports:nightly', 'rep', '5 min')");
+is(scalar_query($node, "SELECT lockq_try('jobs:1', 'other', '5 min') IS NULL"), 't',
+	'a try of a taken lock fails');
+$m = scrape_until(sub { ($_[0]{'lockq_namespace_holders{reports:}'} // 0) == 1 });
+is($m->{'lockq_namespace_holders{jobs:}'}, 2, 'the granted namespace jobs: holds 2');
+is($m->{'lockq_namespace_holders{reports:}'}, 1, 'the namespace reports: (up to the colon) holds 1');
+is($m->{lockq_failed_tries_total}, 1, 'one failed try');
+scalar_query($node, "SELECT lockq_release('jobs:$_', 'j$_')") for 1 .. 2;
+scalar_query($node, "SELECT lockq_release('reports:nightly', 'rep')");
+$m = scrape_until(sub { $_[0]{lockq_holders} == 0 });
+is($m->{'lockq_namespace_holders{jobs:}'}, 0, 'jobs: is idle and still there');
+ok(!defined $m->{'lockq_namespace_holders{reports:}'}, 'reports: went with its last lock');
 
 # --- stop --------------------------------------------------------------------
 my $pid = $exporter->{KIDS}[0]{PID};
