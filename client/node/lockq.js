@@ -217,10 +217,12 @@ function stalled(ms, cause) {
 /**
  * A connection error, not a statement's: no SQLSTATE of the server's, or one
  * of class 08 (connection exception) or 57P (the server ends the session:
- * a terminated backend, a shutdown).
+ * a terminated backend, a shutdown).  A server's error has a severity; a
+ * system error's code can look like a SQLSTATE too ('EPIPE', 'EBADF'), and
+ * it is a broken connection.
  */
-const brokenBy = (e) => !(e && typeof e.code === 'string' && /^[0-9A-Z]{5}$/.test(e.code) &&
-  !e.code.startsWith('08') && !e.code.startsWith('57P'));
+const brokenBy = (e) => !(e && typeof e.severity === 'string' && typeof e.code === 'string' &&
+  /^[0-9A-Z]{5}$/.test(e.code) && !e.code.startsWith('08') && !e.code.startsWith('57P'));
 
 /**
  * Runs text on client and returns column v of its row.  Unanswered within
@@ -740,3 +742,5 @@ async function using(source, lockId, opts, fn) {
 }
 
 module.exports = { using, acquire, Lease, LockError, LockTimeoutError, LockLostError, parseNotice, MIN_EXTVERSION };
+// for the tests only
+module.exports._brokenBy = brokenBy;

@@ -15,6 +15,24 @@ const lockq = require('../lockq.js');
 const DSN = process.env.LOCKQ_TEST_DSN;
 const PATIENCE = 30000;
 
+describe('brokenBy: which errors a pooled statement is tried again after', () => {
+  it('a system error whose code looks like a SQLSTATE is a broken connection', () => {
+    // 'EPIPE': a write to a pooled client whose backend was terminated, before
+    // the pool noticed; it once made a release give up (issue 22, item 13)
+    for (const code of ['EPIPE', 'EBADF', 'ECONNRESET', 'ETIMEDOUT']) {
+      assert.equal(lockq._brokenBy(Object.assign(new Error(code), { code, errno: -32, syscall: 'write' })), true, code);
+    }
+    assert.equal(lockq._brokenBy(new Error('Connection terminated unexpectedly')), true);
+  });
+  it('a server error is not, unless it ends the session', () => {
+    const server = (code) => Object.assign(new Error(code), { code, severity: 'ERROR' });
+    assert.equal(lockq._brokenBy(server('55000')), false);
+    assert.equal(lockq._brokenBy(server('42501')), false);
+    assert.equal(lockq._brokenBy(server('57P01')), true);
+    assert.equal(lockq._brokenBy(server('08006')), true);
+  });
+});
+
 describe('parseNotice', () => {
   it('reads the fields; the lock id may hold spaces', () => {
     assert.deepEqual(lockq.parseNotice('grant 42 5 a b c o:1'), { event: 'grant', token: 42n, lockId: 'a b c', owner: 'o:1' });
