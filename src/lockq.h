@@ -89,6 +89,19 @@ typedef enum LqStatus
 	LQ_ST_ERROR					/* sqlerrcode and message are set */
 } LqStatus;
 
+/*
+ * lockq_holds' answer from one of the places that keep grants
+ * (lq_grants_holds, lq_leases_fence, lq_store_holds).
+ */
+typedef enum LqHeld
+{
+	LQ_HELD_UNKNOWN = -1,		/* not a grant kept here: ask the next place */
+	LQ_HELD_NO = 0,				/* not current at that time */
+	LQ_HELD_FENCED,				/* current; this transaction is now fenced
+								 * on it until it ends */
+	LQ_HELD_UNFENCED			/* current, but the role may not fence it */
+} LqHeld;
+
 typedef struct LqRequest
 {
 	LqOp		op;

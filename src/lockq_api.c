@@ -1337,7 +1337,7 @@ lockq_holds(PG_FUNCTION_ARGS)
 	char		lock_id[LQ_MAX_ID_LEN + 1];
 	int64		token;
 	int64		now;
-	int			held;
+	LqHeld		held;
 	Oid			role;
 	bool		admin;
 
@@ -1363,24 +1363,24 @@ lockq_holds(PG_FUNCTION_ARGS)
 	lq_attach();
 	held = lq_grants_holds(lock_id, token, now, role, admin);
 	/* a leased grant without a row is fenced in the table of quick releases */
-	if (held < 0)
+	if (held == LQ_HELD_UNKNOWN)
 		held = lq_leases_fence(lock_id, token, now, role, admin);
-	if (held == 1)
+	if (held == LQ_HELD_FENCED)
 		lq_note_fence(token);
-	else if (held < 0)
+	else if (held == LQ_HELD_UNKNOWN)
 	{
 		/* released by a session: the lock server has yet to delete the row */
-		held = lq_leases_is_released(lock_id, token) ? 0 :
+		held = lq_leases_is_released(lock_id, token) ? LQ_HELD_NO :
 			lq_store_holds(lock_id, token, now, role, admin);
-		if (held == 1)
+		if (held == LQ_HELD_FENCED)
 			lq_fenced = true;
 		/* released while the row lock was taken: false (the hand-off waits) */
-		if (held != 0 && lq_leases_is_released(lock_id, token))
-			held = 0;
+		if (held != LQ_HELD_NO && lq_leases_is_released(lock_id, token))
+			held = LQ_HELD_NO;
 	}
-	if (held == 1)
+	if (held == LQ_HELD_FENCED)
 		lq_fenced = true;
-	PG_RETURN_BOOL(held != 0);
+	PG_RETURN_BOOL(held != LQ_HELD_NO);
 }
 
 /*

@@ -373,19 +373,20 @@ lq_grants_copy(int *n)
 }
 
 /*
- * lq_grants_holds is lockq_holds for session-bound grants: -1 if token is
- * not one (the caller then looks in lockq.owners), 0 if the grant of
- * lock_id with that token is not current at now, 1 if it is and this
- * transaction is now fenced on it until it ends (see the top of the file),
- * 2 if it is but role may not fence it: only the grant's own role may hold
- * its hand-off back, or an administrator.
+ * lq_grants_holds is lockq_holds for session-bound grants: LQ_HELD_UNKNOWN
+ * if token is not one (the caller then looks in lockq.owners), LQ_HELD_NO
+ * if the grant of lock_id with that token is not current at now,
+ * LQ_HELD_FENCED if it is and this transaction is now fenced on it until
+ * it ends (see the top of the file), LQ_HELD_UNFENCED if it is but role may
+ * not fence it: only the grant's own role may hold its hand-off back, or
+ * an administrator.
  */
-int
+LqHeld
 lq_grants_holds(const char *lock_id, int64 token, int64 now, Oid role,
 				bool admin)
 {
 	LqSessionGrant *e;
-	int			result;
+	LqHeld		result;
 
 	/* room for the fence first: nothing may fail once it is taken */
 	if (lq_nfences >= lq_maxfences)
@@ -403,17 +404,17 @@ lq_grants_holds(const char *lock_id, int64 token, int64 now, Oid role,
 	LWLockAcquire(lq_grants_lock, LW_SHARED);
 	e = hash_search(lq_grants, &token, HASH_FIND, NULL);
 	if (e == NULL || !e->visible)
-		result = -1;
+		result = LQ_HELD_UNKNOWN;
 	else if (e->end != LQ_GRANT_CURRENT || e->released ||
 			 e->expires <= now || strcmp(e->lock_id, lock_id) != 0)
-		result = 0;
+		result = LQ_HELD_NO;
 	else if (e->role != role && !admin)
-		result = 2;
+		result = LQ_HELD_UNFENCED;
 	else
 	{
 		pg_atomic_fetch_add_u32(&e->fences, 1);
 		lq_fences[lq_nfences++] = token;
-		result = 1;
+		result = LQ_HELD_FENCED;
 	}
 	LWLockRelease(lq_grants_lock);
 	return result;

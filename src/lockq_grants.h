@@ -80,7 +80,7 @@ extern uint32 lq_grants_fences(int64 token);
 extern void lq_grants_undo_ending(void);
 extern void lq_grants_clear(void);
 extern LqSessionGrant *lq_grants_copy(int *n);
-extern int	lq_grants_holds(const char *lock_id, int64 token, int64 now,
+extern LqHeld lq_grants_holds(const char *lock_id, int64 token, int64 now,
 							Oid role, bool admin);
 extern bool lq_grants_enter_fast(const LqSessionGrant *g);
 extern void lq_grants_forget_fast(int64 token);

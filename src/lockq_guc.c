@@ -97,7 +97,7 @@ lq_guc_define(void)
 							"Sets the most requests the lock server applies in one transaction.",
 							NULL,
 							&lockq_batch_size,
-							1024, 1, 65536,
+							1024, 1, LQ_MAX_BATCH_SIZE,
 							PGC_SIGHUP, 0,
 							NULL, NULL, NULL);
 

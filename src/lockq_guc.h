@@ -26,6 +26,9 @@ extern int	lockq_log_lease_ends;	/* elevel; 0: off */
 extern int	lockq_max_ttl;		/* seconds */
 extern int	lockq_waiter_timeout;	/* milliseconds */
 extern int	lockq_max_waiters;
+/* the most requests one batch may take: lockq.batch_size's bound, and the
+ * size of the lock server's buffer of ring entries */
+#define LQ_MAX_BATCH_SIZE	65536
 extern int	lockq_batch_size;
 extern int	lockq_session_locks_per_backend;
 extern int	lockq_table_lock_timeout;	/* milliseconds */

@@ -370,13 +370,14 @@ lq_leases_fences(const char *lock_id, int64 token)
 }
 
 /*
- * lq_leases_fence is lockq_holds for a grant without a row: -1 if the table
- * has no rowless grant of lock_id under token (the caller asks lockq.owners),
- * 0 if it has one that is not held at now (ending, released or run out), 1
- * if it is held and the caller's transaction is now fenced on it until it
- * ends (lq_leases_release_fences), 2 if it is held but role may not fence
- * it (only the grant's own role, or an administrator, may: as
- * lq_grants_holds).  The LWLock, shared here and
+ * lq_leases_fence is lockq_holds for a grant without a row: LQ_HELD_UNKNOWN
+ * if the table has no rowless grant of lock_id under token (the caller asks
+ * lockq.owners), LQ_HELD_NO if it has one that is not held at now (ending,
+ * released or run out), LQ_HELD_FENCED if it is held and the caller's
+ * transaction is now fenced on it until it ends (lq_leases_release_fences),
+ * LQ_HELD_UNFENCED if it is held but role may not fence it (only the
+ * grant's own role, or an administrator, may: as lq_grants_holds).  Room
+ * for the fence is made first: nothing may fail once it is counted.  The LWLock, shared here and
  * exclusive where the lock server marks the grant ending, orders the two:
  * either the fence is counted before the mark, and the lock server sees it
  * and holds the hand-off back, or the mark comes first and the answer is
@@ -387,34 +388,35 @@ lq_leases_fence(const char *lock_id, int64 token, int64 now, Oid role,
 				bool admin)
 {
 	LqLeaseEntry *e;
-	int			held = -1;
+	LqHeld		held = LQ_HELD_UNKNOWN;
+
+	if (lq_my_nfences == lq_my_maxfences)
+	{
+		int			n = Max(8, lq_my_maxfences * 2);
+
+		lq_my_fences = lq_my_fences == NULL ?
+			MemoryContextAlloc(TopMemoryContext, n * sizeof(LqLeaseFence)) :
+			repalloc(lq_my_fences, n * sizeof(LqLeaseFence));
+		lq_my_maxfences = n;
+	}
 
 	LWLockAcquire(lq_leases_lock, LW_SHARED);
 	e = hash_search(lq_leases, lock_id, HASH_FIND, NULL);
 	if (e != NULL && e->token == token && e->rowless)
 	{
 		if (e->ending || e->released || e->expires <= now)
-			held = 0;
+			held = LQ_HELD_NO;
 		else if (e->role != role && !admin)
-			held = 2;			/* held, but the caller may not fence it */
+			held = LQ_HELD_UNFENCED;
 		else
 		{
-			held = 1;
+			held = LQ_HELD_FENCED;
 			pg_atomic_fetch_add_u32(&e->fences, 1);
 		}
 	}
 	LWLockRelease(lq_leases_lock);
-	if (held == 1)
+	if (held == LQ_HELD_FENCED)
 	{
-		if (lq_my_nfences == lq_my_maxfences)
-		{
-			int			n = Max(8, lq_my_maxfences * 2);
-
-			lq_my_fences = lq_my_fences == NULL ?
-				MemoryContextAlloc(TopMemoryContext, n * sizeof(LqLeaseFence)) :
-				repalloc(lq_my_fences, n * sizeof(LqLeaseFence));
-			lq_my_maxfences = n;
-		}
 		strlcpy(lq_my_fences[lq_my_nfences].lock_id, lock_id, LQ_MAX_ID_LEN + 1);
 		lq_my_fences[lq_my_nfences++].token = token;
 	}

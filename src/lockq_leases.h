@@ -44,7 +44,7 @@ extern bool lq_leases_mark_released(const char *lock_id, const char *owner,
 extern bool lq_leases_is_released(const char *lock_id, int64 token);
 extern int64 *lq_leases_released(int *n);
 extern LqLeaseGrant *lq_leases_rowless(int *n);
-extern int	lq_leases_fence(const char *lock_id, int64 token, int64 now,
+extern LqHeld lq_leases_fence(const char *lock_id, int64 token, int64 now,
 							Oid role, bool admin);
 extern bool lq_leases_release_fences(void);
 

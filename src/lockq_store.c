@@ -959,10 +959,9 @@ lq_owner_row_is_current(TupleTableSlot *slot, const char *lock_id,
  * the token) and pass.  Only the grant's own role (or an administrator)
  * may hold a hand-off back: for any other role the answer is given without
  * the row lock.  Bypasses table privileges: the caller learns only true or
- * false.  Returns 0 (not current), 1 (current, fenced) or 2 (current, not
- * fenced).
+ * false.  Returns LQ_HELD_NO, LQ_HELD_FENCED or LQ_HELD_UNFENCED.
  */
-int
+LqHeld
 lq_store_holds(const char *lock_id, int64 token, int64 now, Oid role,
 			   bool admin)
 {
@@ -972,7 +971,7 @@ lq_store_holds(const char *lock_id, int64 token, int64 now, Oid role,
 	IndexScanDesc scan;
 	TupleTableSlot *slot;
 	ScanKeyData key;
-	int			result = 0;
+	LqHeld		result = LQ_HELD_NO;
 	Oid			nsp;
 	Oid			relid;
 	Oid			indexid;
@@ -1006,7 +1005,7 @@ lq_store_holds(const char *lock_id, int64 token, int64 now, Oid role,
 		Oid			grant_role = DatumGetObjectId(slot_getattr(slot, OWN_ROLE, &isnull));
 
 		if (grant_role != role && !admin)
-			result = 2;
+			result = LQ_HELD_UNFENCED;
 		else
 		{
 			LQ_FAULT("holds-before-lock");
@@ -1015,7 +1014,7 @@ lq_store_holds(const char *lock_id, int64 token, int64 now, Oid role,
 								   LockTupleKeyShare, LockWaitBlock,
 								   TUPLE_LOCK_FLAG_FIND_LAST_VERSION, &tmfd);
 			if (res == TM_Ok && lq_owner_row_is_current(slot, lock_id, token, now))
-				result = 1;
+				result = LQ_HELD_FENCED;
 		}
 	}
 

@@ -105,7 +105,7 @@ extern void lq_store_load_owners(lq_owner_cb cb, void *arg);
 extern void lq_store_load_queue(lq_queue_cb cb, void *arg);
 
 /* Backend side. */
-extern int	lq_store_holds(const char *lock_id, int64 token, int64 now,
+extern LqHeld lq_store_holds(const char *lock_id, int64 token, int64 now,
 						   Oid role, bool admin);
 extern List *lq_store_fencer_pids(ItemPointer tid);
 

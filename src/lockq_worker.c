@@ -1626,7 +1626,7 @@ lockq_worker_main(Datum main_arg)
 	lq_outbox_init();
 	lq_ledger_init();
 	lq_ring_buf = MemoryContextAlloc(TopMemoryContext,
-									 sizeof(LqEntry) * 65536);
+									 sizeof(LqEntry) * LQ_MAX_BATCH_SIZE);
 	lq_state_init();
 	CacheRegisterRelcacheCallback(lq_relcache_callback, (Datum) 0);
 

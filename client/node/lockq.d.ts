@@ -59,6 +59,8 @@ export class Lease {
   extend(ttl?: number): Promise<void>;
   /** Releases the lock; true if the lease was held until then. */
   release(): Promise<boolean>;
+  /** Stops renewing and watching without releasing: the grant stays until its lease ends. */
+  forget(): void;
 }
 
 export class LockError extends Error {}

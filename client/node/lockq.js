@@ -437,6 +437,7 @@ class Lease {
     this.signal = clockedSignal(this, this._ac.signal);
     this._deadline = 0;
     this._done = false;
+    this._forgotten = false;
     this._woken = false;
     this._resume = null;
     this._timers = { deadline: null, renew: null };
@@ -471,6 +472,22 @@ class Lease {
     }
     this._ttl = ttl;
     this._setDeadline(sent + ttl);
+  }
+
+  /**
+   * Stops renewing and watching the lease without releasing it: the grant
+   * stays on the server until its lease ends or its owner releases it
+   * (lockq_release with owner and token), say in another process that takes
+   * the work over.  using() then releases nothing and throws nothing.
+   */
+  forget() {
+    if (this._done) return;
+    this._done = true;
+    this._forgotten = true;
+    clearTimeout(this._timers.deadline);
+    clearTimeout(this._timers.renew);
+    this._src.hub.unregister(this);
+    this._src.close();
   }
 
   /** Releases the lock; true if the lease was still held until then. */
@@ -734,9 +751,10 @@ async function using(source, lockId, opts, fn) {
   try {
     result = await fn(lease.signal, lease);
   } catch (e) {
-    await lease.release().catch(() => {});
+    if (!lease._forgotten) await lease.release().catch(() => {});
     throw e;
   }
+  if (lease._forgotten) return result;
   if (!(await lease.release())) throw new LockLostError(`the lease on "${lockId}" (token ${lease.token}) was lost before it was released`);
   return result;
 }

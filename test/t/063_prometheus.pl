@@ -16,6 +16,8 @@
 # * lockq_stats_reset, called by a member of lockq_admin, zeroes the
 #   counters, starts the high-water mark from the queue there is, and
 #   moves stats_reset; counting starts again from there;
+# * the Grafana dashboard (contrib/grafana/lockq.json) queries only
+#   series the exporter serves;
 # * the exporter is stopped at the end (and if the test dies).
 #
 # Copyright (c) 2026, lockq developers
@@ -25,6 +27,7 @@ use strict;
 use warnings;
 
 use HTTP::Tiny;
+use JSON::PP;
 use IPC::Run;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
@@ -134,6 +137,14 @@ is(join(',', map { $type{$_} // 'missing' } @counters),
 	join(',', map { 'counter' } @counters), 'the counters are counters');
 is(join(',', map { $type{$_} // 'missing' } @gauges),
 	join(',', map { 'gauge' } @gauges), 'the gauges are gauges');
+
+# the dashboard's queries name only what the exporter serves
+my $dash = JSON::PP->new->decode(slurp_file("$ENV{TESTDIR}/contrib/grafana/lockq.json"));
+my @exprs = map { map { $_->{expr} } @{ $_->{targets} } } @{ $dash->{panels} };
+my %used = map { $_ => 1 } map { /\b(lockq_\w+)/g } @exprs;
+cmp_ok(scalar(keys %used), '>=', 20, 'the dashboard uses the lockq series (' . scalar(keys %used) . ')');
+is(join(' ', grep { !exists $type{$_} } sort keys %used), '',
+	'every series the dashboard queries is served');
 
 is($m->{lockq_grants_total}, 0, 'no grant yet');
 is($m->{lockq_oldest_holder_seconds}, 0, 'no oldest holder');

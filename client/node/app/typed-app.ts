@@ -16,6 +16,8 @@ export async function work(): Promise<bigint> {
   await lease.extend(60000);
   const held: boolean = lease.held;
   const released: boolean = await lease.release();
+  const other: lockq.Lease = await lockq.acquire(pool, 'typed:other');
+  other.forget();
   console.log(left, held, released);
 
   const n: number = await lockq.using(client, 'typed:app', { ttl: 10000 }, async (signal, l) => {

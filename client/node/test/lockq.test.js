@@ -245,6 +245,18 @@ describe('against a server', { skip: !DSN && 'LOCKQ_TEST_DSN is not set' }, () =
     await p1.end();
   });
 
+  it('forget() leaves the grant to its owner and renews it no more', async () => {
+    const result = await lockq.using(pool, 'forgotten', { ttl: 1500, owner: 'forgotten-owner' }, async (signal, lease) => {
+      lease.forget();
+      assert.equal(lease.held, false);
+      assert.equal(lease.remaining, 0);
+      return 'done';
+    });
+    assert.equal(result, 'done', 'using returns, releasing nothing');
+    assert.equal(await holder('forgotten'), 'forgotten-owner');
+    await until("SELECT NOT EXISTS (SELECT FROM lockq_locks WHERE lock_id = 'forgotten')");
+  });
+
   it('releases when the callback throws', async () => {
     await assert.rejects(lockq.using(pool, 'throws', async () => { throw new Error('boom'); }), /boom/);
     assert.equal(await holder('throws'), null);

@@ -404,7 +404,8 @@ class Lease:
         self._src = src
         self._root = self               # the lease that holds the grant
         self._refs = 0                  # (root) leases in the grant's blocks
-        self._exited = False            # this lease was released
+        self._exited = False            # this lease was released or forgotten
+        self._forgotten = False         # forget() was called
         self._ttl = check_duration("ttl", ttl)
         self._heartbeat = check_duration("heartbeat", heartbeat, 0.1)
         self._timeout = None if timeout is None else check_duration("timeout", timeout, 0)
@@ -423,6 +424,8 @@ class Lease:
 
     def __exit__(self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException],
                  tb: Optional[TracebackType]) -> Literal[False]:
+        if self._forgotten:
+            return False
         try:
             ok = self.release()
         except Exception:
@@ -514,18 +517,9 @@ class Lease:
         if self.token is None or self._exited:
             return False
         held = self.held
-        self._exited = True
-        root = self._root
-        with root._mu:
-            root._refs -= 1
-            if root._refs > 0:
-                return held
-        self = root
-        with self._mu:
-            self._done = True
-        self._kick.set()
-        _watchdog.disarm(self)
-        self._src.hub.unregister(self)
+        self = self._leave()
+        if self is None:
+            return held
         try:
             released = self._run_retrying("release", self.lock_id, self.owner, self.token,
                                           bound=self._io_timeout if held else WITHDRAW_TIMEOUT)
@@ -534,6 +528,33 @@ class Lease:
                         self.lock_id, self.token, e)
             raise
         return held and released
+
+    def forget(self) -> None:
+        """Stops renewing and watching the lease without releasing it: the
+        grant stays on the server until its lease ends or its owner releases
+        it (lockq_release with owner and token), say in another process that
+        takes the work over.  Leaving the block afterwards releases nothing
+        and raises nothing.  (A re-entrant lease only leaves.)"""
+        if self.token is None or self._exited:
+            return
+        self._forgotten = True
+        self._leave()
+
+    def _leave(self):
+        """This lease leaves the grant's blocks.  The last one to leave (the
+        root) stops its renewals and watchdog and is returned; None while
+        other blocks still use the grant."""
+        self._exited = True
+        root = self._root
+        with root._mu:
+            root._refs -= 1
+            if root._refs > 0:
+                return None
+            root._done = True
+        root._kick.set()
+        _watchdog.disarm(root)
+        root._src.hub.unregister(root)
+        return root
 
     # --- waiting ---------------------------------------------------------
 

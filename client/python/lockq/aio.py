@@ -344,7 +344,8 @@ class Lease:
         self.lost = _Lost(self)
         self._root = self               # the lease that holds the grant
         self._refs = 0                  # (root) leases in the grant's blocks
-        self._exited = False            # this lease was released
+        self._exited = False            # this lease was released or forgotten
+        self._forgotten = False         # forget() was called
         self._source_obj = source
         self._src = None
         self._ttl = check_duration("ttl", ttl)
@@ -365,6 +366,8 @@ class Lease:
 
     async def __aexit__(self, exc_type: Optional[Type[BaseException]],
                         exc: Optional[BaseException], tb: Optional[TracebackType]) -> Literal[False]:
+        if self._forgotten:
+            return False
         try:
             ok = await asyncio.shield(self.release())
         except Exception:
@@ -450,16 +453,9 @@ class Lease:
         if self.token is None or self._exited:
             return False
         held = self.held
-        self._exited = True
-        root = self._root
-        root._refs -= 1
-        if root._refs > 0:
+        self = self._leave()
+        if self is None:
             return held
-        self = root
-        self._done = True
-        self._timer.cancel()
-        self._kick.set()
-        self._src.hub.unregister(self)
         try:
             released = await self._run_retrying("release", self.lock_id, self.owner, self.token,
                                                 bound=self._io_timeout if held else WITHDRAW_TIMEOUT)
@@ -468,6 +464,28 @@ class Lease:
                         self.lock_id, self.token, e)
             raise
         return held and released
+
+    def forget(self) -> None:
+        """Stops renewing and watching the lease without releasing it, as
+        lockq.Lease.forget does."""
+        if self.token is None or self._exited:
+            return
+        self._forgotten = True
+        self._leave()
+
+    def _leave(self):
+        """This lease leaves the grant's blocks; the last one (the root)
+        stops its renewals and timer and is returned, else None."""
+        self._exited = True
+        root = self._root
+        root._refs -= 1
+        if root._refs > 0:
+            return None
+        root._done = True
+        root._timer.cancel()
+        root._kick.set()
+        root._src.hub.unregister(root)
+        return root
 
     # --- waiting ---------------------------------------------------------
 

@@ -119,6 +119,21 @@ class AioTest(LockqTestCase):
 
         self.run_async(main())
 
+    def test_forget_keeps_the_grant(self):
+        async def main():
+            pool = await self.pool()
+            owner = self.name + "-owner"
+            async with lockq.aio.lock(pool, self.name, ttl=1.5, owner=owner) as lease:
+                lease.forget()
+                self.assertFalse(lease.held)
+            self.assertEqual(self.holder(self.name), owner, "still granted after the block")
+            await asyncio.to_thread(
+                self.wait_until, "SELECT NOT EXISTS (SELECT FROM lockq_locks WHERE lock_id = %s)",
+                (self.name,))
+            await pool.close()
+
+        self.run_async(main())
+
     def test_lost_when_the_loop_is_blocked(self):
         """A loop blocked past the lease has not run the timer that sets
         lost: lost.is_set() and held consult the clock (issue 22, item 3)."""

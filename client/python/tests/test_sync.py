@@ -325,6 +325,19 @@ class SyncTest(LockqTestCase):
         with self.assertRaises(lockq.LockLost):
             lease.extend()
 
+    def test_forget_keeps_the_grant(self):
+        """forget() stops renewing and watching without releasing: the block
+        exits quietly, the grant stays with its owner, and, renewed by
+        nobody, it ends at its ttl."""
+        owner = self.name + "-owner"
+        with lockq.lock(self.pool, self.name, ttl=1.5, owner=owner) as lease:
+            lease.forget()
+            self.assertFalse(lease.held)
+            self.assertEqual(lease.remaining, 0.0)
+        self.assertEqual(self.holder(self.name), owner, "still granted after the block")
+        self.wait_until("SELECT NOT EXISTS (SELECT FROM lockq_locks WHERE lock_id = %s)",
+                        (self.name,))
+
     def test_extend_refused_and_logged(self):
         """A lease taken away cannot be extended: LockLost, and the "lockq"
         logger says why, once."""

@@ -29,6 +29,7 @@ def work(pool: ConnectionPool) -> Optional[int]:
         owner: str = lease.owner
         print(token, left, held, lost, owner)
     released: bool = lockq.lock(pool, "typed:app", timeout=0).acquire().release()
+    lockq.lock(pool, "typed:app", ttl=5.0).acquire().forget()
     print(released)
     notice: Optional[lockq.Notice] = lockq.parse_notice("granted 1 1 x o")
     print(notice)
@@ -40,6 +41,7 @@ async def work_async(conn: psycopg.AsyncConnection[object], pool: AsyncConnectio
         await lease.extend(20.0)
         left: float = lease.remaining
         print(left)
+        lease.forget()
     async with lockq.aio.lock(pool, "typed:app") as lease2:
         assert lease2.token is not None
         return lease2.token
