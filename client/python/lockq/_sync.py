@@ -12,8 +12,9 @@ The same state machine as liblockq (client/lockq_client.c):
   So no server backend is blocked while we wait, and a waiter that dies is
   dropped within its heartbeat interval.  On timeout or cancel,
   lockq_cancel leaves the queue (and releases a grant that raced with it).
-* A held lease is renewed with lockq_renew every third of its ttl by a
-  thread of its own.  Its local deadline counts from the moment the request
+* A held lease is renewed with lockq_renew every third of its ttl by the
+  process's keeper (one scheduling thread and a few workers, not a thread
+  per lease).  Its local deadline counts from the moment the request
   that set the lease was sent (time.monotonic), so it never ends after the
   server's; one watchdog thread per process sets ``lease.lost`` when it
   passes, without touching a connection (a stuck one cannot delay it).  A
@@ -336,6 +337,85 @@ class _Watchdog:
 
 _watchdog = _Watchdog()
 
+_KEEPER_WORKERS = 4             # the most renewals and checks run at once
+
+
+class _Keeper:
+    """Renews the held leases of the process and checks their "lost"
+    notices, without a thread per lease: one thread schedules, and up to
+    _KEEPER_WORKERS daemon threads, made as they are needed, run the
+    statements, so that a statement stalled on one connection (bounded by
+    its deadline) holds up only its own lease.  A lease has at most one
+    statement running."""
+
+    def __init__(self):
+        self._cv = threading.Condition()
+        self._due = {}                  # lease -> when its renewal is due
+        self._busy = set()              # leases with a statement running
+        self._work = []                 # leases for the workers
+        self._workers = 0
+        self._idle = 0
+        self._thread = None
+
+    def add(self, lease, due):
+        with self._cv:
+            self._due[lease] = due
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._schedule, name="lockq-keeper",
+                                                daemon=True)
+                self._thread.start()
+            self._cv.notify_all()
+
+    def kick(self):
+        """A lease ended or got a notice: look again now."""
+        with self._cv:
+            self._cv.notify_all()
+
+    def _schedule(self):
+        with self._cv:
+            while True:
+                now = monotonic()
+                until = now + 3600
+                for lease, due in list(self._due.items()):
+                    if lease in self._busy:
+                        continue
+                    with lease._mu:
+                        finished = lease._done or lease.lost.is_set()
+                    if finished:
+                        del self._due[lease]
+                    elif (lease._verify and now >= lease._verify_after) or now >= due:
+                        self._busy.add(lease)
+                        self._work.append(lease)
+                        if self._idle == 0 and self._workers < _KEEPER_WORKERS:
+                            self._workers += 1
+                            threading.Thread(target=self._serve, name="lockq-renew",
+                                             daemon=True).start()
+                        self._cv.notify_all()
+                    else:
+                        until = min(until, due, lease._verify_after if lease._verify else until)
+                self._cv.wait(max(0.0, until - now))
+
+    def _serve(self):
+        while True:
+            with self._cv:
+                while not self._work:
+                    self._idle += 1
+                    self._cv.wait()
+                    self._idle -= 1
+                lease = self._work.pop(0)
+                due = self._due.get(lease, float("inf"))
+            try:
+                due = lease._step(due)
+            finally:
+                with self._cv:
+                    self._busy.discard(lease)
+                    if lease in self._due:
+                        self._due[lease] = due
+                    self._cv.notify_all()
+
+
+_keeper = _Keeper()
+
 
 class _Lost(threading.Event):
     """lease.lost: set when the lease is lost.  is_set() also consults the
@@ -416,8 +496,8 @@ class Lease:
         self._deadline = 0.0
         self._done = False
         self._wake = threading.Event()  # a notice came while waiting
-        self._kick = threading.Event()  # wakes the renewal thread
         self._verify = False            # a "lost" notice: ask the server
+        self._verify_after = 0.0        # (not before then: a check failed)
 
     def __enter__(self) -> Lease:
         return self.acquire()
@@ -508,7 +588,7 @@ class Lease:
         self._deadline = sent + self._ttl
         self._refs = 1
         _watchdog.arm(self)
-        threading.Thread(target=self._keep, name="lockq-renew", daemon=True).start()
+        _keeper.add(self, self._deadline - self._ttl * 2 / 3 if self._auto_renew else float("inf"))
         return self
 
     def release(self) -> bool:
@@ -551,7 +631,7 @@ class Lease:
             if root._refs > 0:
                 return None
             root._done = True
-        root._kick.set()
+        _keeper.kick()
         _watchdog.disarm(root)
         root._src.hub.unregister(root)
         return root
@@ -674,30 +754,28 @@ class Lease:
         """From the hub: a notice about this lease (any thread)."""
         if notice.event == "lost":
             self._verify = True
-            self._kick.set()
+            _keeper.kick()
         self._wake.set()
 
-    def _keep(self):
-        """The renewal thread: renews every ttl/3 and checks lost notices."""
-        next_renew = self._deadline - self._ttl * 2 / 3 if self._auto_renew else float("inf")
-        while True:
-            self._kick.wait(max(0.0, min(next_renew - monotonic(), 3600)))
-            self._kick.clear()
-            with self._mu:
-                if self._done or self.lost.is_set():
-                    return
-            if self._verify:
-                self._verify = False
-                self._check_holds()
-            elif monotonic() >= next_renew:
-                next_renew = self._renew()
+    def _step(self, due):
+        """From the keeper (a worker thread): checks a lost notice, or
+        renews if due.  Returns when the next renewal is due."""
+        if self._verify and monotonic() >= self._verify_after:
+            self._verify = False
+            self._check_holds()
+            return due
+        if self._auto_renew and monotonic() >= due:
+            return self._renew()
+        return due
 
     def _check_holds(self):
         try:
             if not self._run("holds", self.lock_id, self.token):
                 self._lose("a lost notice, confirmed by lockq_holds")
         except (psycopg.Error, OSError):
-            self._verify = True     # ask again at the next renewal
+            # ask again soon (the next renewal asks too)
+            self._verify_after = monotonic() + min(self._ttl / 10, 1.0)
+            self._verify = True
 
     def _renew(self):
         """Renews once; returns when to renew next.  A failed attempt is
@@ -751,7 +829,7 @@ class Lease:
                      and not threading.Event.is_set(self.lost))
             if first:
                 self.lost.set()
-        self._kick.set()
+        _keeper.kick()
         if first:
             log.warning("the lease on %r (token %d) was lost: no renewal confirmed before "
                         "its local deadline", self.lock_id, self.token)

@@ -283,26 +283,31 @@ class SyncTest(LockqTestCase):
         release the grant itself: release() would then find it gone and
         report the lease lost."""
         lease = lockq.lock(self.pool, self.name, ttl=1.5).acquire()
-        real_run = lease._run
-        renewed, releasing = threading.Event(), threading.Event()
-        renewer = []
+        real_run, real_renew = lease._run, lease._renew
+        renewed, releasing, acted = threading.Event(), threading.Event(), threading.Event()
 
         def run(name, *params, **kw):
             if name == "renew" and not releasing.is_set():
                 out = real_run(name, *params, **kw)
-                renewer.append(threading.current_thread())
                 renewed.set()
                 releasing.wait(10)      # answer only once release() began
                 return out
             if name == "release" and threading.current_thread() is threading.main_thread():
                 releasing.set()
-                # the renewal thread acts on its answer and, seeing release()
-                # begun, ends: whatever it does goes before this release
-                renewer[0].join(10)
-                self.assertFalse(renewer[0].is_alive(), "the renewal thread ended")
+                # the renewal acts on its answer, seeing release() begun:
+                # whatever it does goes before this release
+                self.assertTrue(acted.wait(10), "the renewal acted on its answer")
             return real_run(name, *params, **kw)
 
+        def renew():
+            try:
+                return real_renew()
+            finally:
+                if releasing.is_set():
+                    acted.set()
+
         lease._run = run
+        lease._renew = renew
         self.assertTrue(renewed.wait(10), "a renewal ran")
         self.assertTrue(lease.release(), "released while held")
         self.assertFalse(lease.lost.is_set())
@@ -324,6 +329,23 @@ class SyncTest(LockqTestCase):
         self.assertEqual(lease.remaining, 0.0)
         with self.assertRaises(lockq.LockLost):
             lease.extend()
+
+    def test_no_thread_per_lease(self):
+        """Thirty held leases, renewed every half second, add a handful of
+        threads (the keeper, its workers, the watchdog, the pool's
+        listener), not thirty."""
+        before = threading.active_count()
+        leases = [lockq.lock(self.pool, "%s-%d" % (self.name, i), ttl=1.5).acquire()
+                  for i in range(30)]
+        try:
+            time.sleep(2.5)             # five renewals each
+            self.assertTrue(all(lease.held for lease in leases), "renewals kept them all")
+            self.assertTrue(all(self.holds(lease.lock_id, lease.token) for lease in leases))
+            self.assertLessEqual(threading.active_count() - before, 8,
+                                 [t.name for t in threading.enumerate()])
+        finally:
+            for lease in leases:
+                lease.release()
 
     def test_forget_keeps_the_grant(self):
         """forget() stops renewing and watching without releasing: the block
