@@ -113,7 +113,8 @@ enum
 	OP_ENQUEUE,
 	OP_TRY,
 	OP_RELEASE,
-	OP_CANCEL
+	OP_CANCEL,
+	OP_EXTEND					/* lockqc_extend: a renewal with ext_ttl_ms */
 };
 
 /* The statements we send; %s is the extension's schema. */
@@ -213,6 +214,7 @@ struct lockqc_handle
 	int64_t		last_sent;		/* of the last enqueue/try/heartbeat */
 	int64_t		zombie_until;	/* stop cleaning up after this */
 	int64_t		next_renew;
+	int64_t		ext_ttl_ms;		/* OP_EXTEND: the ttl asked for */
 	int64_t		next_heartbeat;
 	bool		notified;		/* a grant/dropped notice came: ask now */
 	bool		verify;			/* a "lost" notice came: ask the server */
@@ -1608,7 +1610,8 @@ lqc_send_job(lockqc_conn *c, int job, lockqc_handle *h)
 		return;
 	}
 
-	lqc_interval(ttl, sizeof(ttl), h->ttl_ms);
+	lqc_interval(ttl, sizeof(ttl),
+				 job == JOB_RENEW && h->op == OP_EXTEND ? h->ext_ttl_ms : h->ttl_ms);
 	lqc_interval(hb, sizeof(hb), h->heartbeat_ms);
 	snprintf(tok, sizeof(tok), "%lld", (long long) h->token);
 	params[0] = h->lock_id;
@@ -1747,6 +1750,51 @@ lqc_setup_done(lockqc_conn *c, int job, PGresult *res, bool ok)
 }
 
 /*
+ * lqc_extended takes the answer to lockqc_extend's renewal (I/O thread,
+ * c->mu held): the lease gets the new ttl and a deadline counted from when
+ * the renewal was sent, unless the server refused it (lost) or it came
+ * after the local deadline (then the grant is released, as an automatic
+ * renewal that came too late is).
+ */
+static void
+lqc_extended(lockqc_conn *c, lockqc_handle *h, int64_t sent, bool ok,
+			 const char *v, const char *state, const char *msg)
+{
+	if (!ok)
+	{
+		snprintf(h->err, sizeof(h->err), "%s", msg[0] ? msg : c->errmsg);
+		snprintf(h->errstate, sizeof(h->errstate), "%s", state);
+		lqc_op_done(c, h, LOCKQC_ERROR);
+	}
+	else if (v == NULL || strcmp(v, "t") != 0)
+	{
+		lqc_lose(c, h);
+		lqc_op_done(c, h, LOCKQC_LOST);
+	}
+	else if (atomic_load(&h->state) == LQC_HELD &&
+			 atomic_load(&h->deadline) > lqc_now())
+	{
+		bool		poke;
+
+		h->ttl_ms = h->ext_ttl_ms;
+		atomic_store(&h->deadline, sent + h->ttl_ms);
+		h->next_renew = sent + h->ttl_ms / 3;
+		/* a shorter ttl may move the deadline before the timer's wake-up */
+		pthread_mutex_lock(&c->tmu);
+		poke = sent + h->ttl_ms < c->timer_at;
+		pthread_mutex_unlock(&c->tmu);
+		if (poke)
+			lqc_tpoke(c);
+		lqc_op_done(c, h, LOCKQC_OK);
+	}
+	else
+	{
+		lqc_op_done(c, h, LOCKQC_LOST);
+		h->op = OP_RELEASE;		/* renewed too late: we gave it up */
+	}
+}
+
+/*
  * lqc_job_done takes the answer to the statement in flight (I/O thread,
  * c->mu held).  ok: one row came back; otherwise res (maybe NULL) has the
  * server's error.  A request whose handle was given up meanwhile (the
@@ -1867,6 +1915,12 @@ lqc_job_done(lockqc_conn *c, PGresult *res, bool ok)
 		case JOB_RENEW:
 			if (h->zombie)
 				break;
+			if (sent_op == OP_EXTEND)
+			{
+				if (current)
+					lqc_extended(c, h, sent, ok, v, state, msg);
+				break;
+			}
 			if (!ok)
 				h->next_renew = lqc_now() + lqc_min(h->ttl_ms / 10 + 10, 1000);
 			else if (v == NULL || strcmp(v, "t") != 0)
@@ -1994,7 +2048,8 @@ lqc_scan(lockqc_conn *c, int64_t now, int64_t *next, int64_t *stall,
 {
 	static const int op_job[] = {
 		[OP_NONE] = JOB_NONE, [OP_ENQUEUE] = JOB_ENQUEUE, [OP_TRY] = JOB_TRY,
-		[OP_RELEASE] = JOB_RELEASE, [OP_CANCEL] = JOB_CANCEL
+		[OP_RELEASE] = JOB_RELEASE, [OP_CANCEL] = JOB_CANCEL,
+		[OP_EXTEND] = JOB_RENEW
 	};
 	bool		pick = (c->cstate == CS_READY && c->inflight == JOB_NONE &&
 						c->canceller == NULL);
@@ -2782,6 +2837,61 @@ lockqc_disconnect(lockqc_conn *c)
  * grant is left to whoever else holds it under the same owner (takes
  * c->mu).
  */
+int
+lockqc_extend(lockqc_handle *h, int64_t ttl_ms)
+{
+	lockqc_conn *c;
+	int64_t		now;
+	int64_t		until;
+	int			rc;
+
+	if (h == NULL || ttl_ms <= 0)
+		return LOCKQC_EINVAL;
+	c = h->c;
+	pthread_mutex_lock(&c->mu);
+	now = lqc_now();
+	if (atomic_load(&h->state) != LQC_HELD || atomic_load(&h->deadline) <= now)
+	{
+		pthread_mutex_unlock(&c->mu);
+		return LOCKQC_LOST;
+	}
+	if (h->op != OP_NONE)
+	{
+		lqc_set_error(c, true, "", "lock \"%s\" has a request in progress", h->lock_id);
+		pthread_mutex_unlock(&c->mu);
+		return LOCKQC_EINVAL;
+	}
+	c->users++;
+	h->ext_ttl_ms = ttl_ms;
+	h->op = OP_EXTEND;
+	h->op_done = false;
+	lqc_poke(c);
+	/* as a renewal: within the I/O timeout and the lease's local deadline */
+	until = lqc_min(now + c->io_timeout_ms, atomic_load(&h->deadline));
+	while (!h->op_done && !c->closing && lqc_now() < until)
+		lqc_cond_wait_until(&h->cv, &c->mu, until);
+	if (h->op_done)
+	{
+		rc = h->op_rc;
+		if (rc == LOCKQC_ERROR)
+			lqc_set_error(c, true, h->errstate, "could not extend the lease of lock \"%s\": %s",
+						  h->lock_id, h->err);
+	}
+	else
+	{
+		/* not answered in time: the renewal is not sent again */
+		if (h->op == OP_EXTEND)
+			h->op = OP_NONE;
+		lqc_set_error(c, true, "08006",
+					  "the server did not answer the extension of lock \"%s\" in time (%s)",
+					  h->lock_id, c->errmsg[0] ? c->errmsg : "no answer");
+		rc = LOCKQC_ERROR;
+	}
+	lqc_leave(c);
+	pthread_mutex_unlock(&c->mu);
+	return rc;
+}
+
 void
 lockqc_forget(lockqc_handle *h)
 {

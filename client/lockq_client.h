@@ -176,6 +176,17 @@ extern int	lockqc_trylock(lockqc_conn *c, const char *lock_id,
 extern int	lockqc_unlock(lockqc_handle *h);
 
 /**
+ * Renews the lease now for ttl_ms (from when the request is sent), and
+ * makes ttl_ms the lease's ttl for its later renewals.  Waits for the answer
+ * up to the I/O timeout and the lease's local deadline.  Returns LOCKQC_OK,
+ * LOCKQC_LOST when the lease is not held (or the server no longer has the
+ * grant), LOCKQC_ERROR when the server refused or did not answer in time
+ * (the lease may still be held then: see lockqc_held), LOCKQC_EINVAL for a
+ * ttl_ms not above 0 or a handle with a request in progress.  Since 1.3.
+ */
+extern int	lockqc_extend(lockqc_handle *h, int64_t ttl_ms);
+
+/**
  * Frees the handle without releasing the lock: the grant stays on the
  * server until its lease ends or another handle (or process) with the same
  * owner releases it.  For a nested acquisition of a grant that an

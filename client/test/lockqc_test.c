@@ -437,6 +437,63 @@ scenario_lost_admin(void)
 	PQfinish(m);
 }
 
+/*
+ * lockqc_extend renews now with a new ttl, which the server has and later
+ * renewals keep; a shorter one moves the local deadline, and the lost
+ * callback, earlier; a lost lease, or one the server no longer has, is
+ * not extended.  (ttls of seconds: it also runs under valgrind.)
+ */
+static void
+scenario_extend(void)
+{
+	lockqc_conn *c = connect_or_die();
+	PGconn	   *m = monitor();
+	lockqc_opts o;
+	lockqc_handle *h;
+	int64_t		t0;
+
+	lockqc_opts_init(&o);
+	o.ttl_ms = 30000;
+	check(lockqc_lock(c, "EXT", &o, &h) == LOCKQC_OK, "lock with a 30 s ttl, renewed");
+	check(lockqc_extend(h, 0) == LOCKQC_EINVAL, "a ttl of 0 is refused");
+	check(lockqc_extend(h, 3000) == LOCKQC_OK, "extended with a 3 s ttl");
+	sleep_ms(4000);
+	check(lockqc_held(h) && lockqc_remaining_ms(h) <= 3000,
+		  "held past that ttl, %" PRId64 " ms left: renewals keep the new ttl",
+		  lockqc_remaining_ms(h));
+	check(strcmp(q(m, "SELECT expires <= now() + interval '10 s' FROM lockq_locks WHERE lock_id = 'EXT'",
+				   NULL, NULL, NULL), "t") == 0, "and so does the server (not 30 s)");
+	check(lockqc_extend(h, 60000) == LOCKQC_OK, "extended to 60 s");
+	check(lockqc_remaining_ms(h) > 55000, "%" PRId64 " ms left", lockqc_remaining_ms(h));
+	check(strcmp(q(m, "SELECT expires > now() + interval '50 s' FROM lockq_locks WHERE lock_id = 'EXT'",
+				   NULL, NULL, NULL), "t") == 0, "the server has the new lease");
+	check(lockqc_unlock(h) == LOCKQC_OK, "released");
+
+	o.auto_renew = false;
+	o.on_lost = record_lost;
+	atomic_store(&lost_at, 0);
+	check(lockqc_lock(c, "EXT", &o, &h) == LOCKQC_OK, "lock again, 30 s, no renewal");
+	t0 = now_ms();
+	check(lockqc_extend(h, 1000) == LOCKQC_OK, "shortened to 1 s");
+	while (atomic_load(&lost_at) == 0 && now_ms() - t0 < 20000)
+		sleep_ms(10);
+	check(atomic_load(&lost_at) != 0 && atomic_load(&lost_at) - t0 < 10000,
+		  "lost at its new deadline (after %" PRId64 " ms), not at the old one",
+		  atomic_load(&lost_at) - t0);
+	check(lockqc_extend(h, 5000) == LOCKQC_LOST, "a lost lease is not extended");
+	lockqc_unlock(h);
+
+	o.on_lost = NULL;
+	check(lockqc_lock(c, "EXT2", &o, &h) == LOCKQC_OK, "lock EXT2 for 30 s");
+	check(strcmp(q(m, "SELECT lockq_force_release('EXT2')", NULL, NULL, NULL), "t") == 0,
+		  "an administrator removes the grant");
+	check(lockqc_extend(h, 30000) == LOCKQC_LOST, "it is not extended");
+	check(!lockqc_held(h), "and not held");
+	lockqc_unlock(h);
+	lockqc_disconnect(c);
+	PQfinish(m);
+}
+
 /* The TAP script stops the server after READY. */
 static void
 scenario_lost_stop(void)
@@ -1657,6 +1714,8 @@ main(int argc, char **argv)
 		scenario_watchdog();
 	else if (strcmp(scenario, "lost_admin") == 0)
 		scenario_lost_admin();
+	else if (strcmp(scenario, "extend") == 0)
+		scenario_extend();
 	else if (strcmp(scenario, "lost_stop") == 0)
 		scenario_lost_stop();
 	else if (strcmp(scenario, "deadline") == 0)

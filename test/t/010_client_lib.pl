@@ -47,7 +47,7 @@ sub run_scenario
 	return ($rc, $out, $err);
 }
 
-my @scenarios = qw(basic fifo timeout cancel deadline threads handoff await lost_admin watchdog);
+my @scenarios = qw(basic fifo timeout cancel deadline threads handoff await lost_admin watchdog extend);
 for my $scenario (@scenarios)
 {
 	my ($rc, $out, $err) = run_scenario($scenario);
@@ -150,7 +150,7 @@ SKIP:
 	my $have = system('valgrind --version >/dev/null 2>&1') == 0;
 	fail('valgrind is installed under make test') if !$have && $ENV{LOCKQ_MAKE_TEST};
 	skip 'valgrind not installed', 1 unless $have;
-	for my $scenario (qw(basic fifo timeout cancel threads lost_admin))
+	for my $scenario (qw(basic fifo timeout cancel threads lost_admin extend))
 	{
 		my ($rc, $out, $err) = run_scenario($scenario, 'valgrind', '--quiet',
 			'--error-exitcode=99', '--leak-check=full',

@@ -28,7 +28,7 @@ my $node = lockq_node('clienttsan');
 my $connstr = $node->connstr('postgres');
 
 for my $scenario (qw(basic cancel threads handoff lost_admin api dropped
-	disconnect_waiter disconnect_callback stall))
+	disconnect_waiter disconnect_callback stall extend))
 {
 	my ($out, $err) = ('', '');
 	local $ENV{TSAN_OPTIONS} = 'halt_on_error=0 exitcode=66 second_deadlock_stack=1';
