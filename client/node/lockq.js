@@ -462,16 +462,10 @@ class Lease {
   async extend(ttl) {
     ttl = ttl === undefined ? this._ttl : checkDuration('ttl', ttl, 1);
     if (!this.held) throw new LockLostError(`the lease on "${this.lockId}" is not held`);
-    const sent = now();
-    const renewed = await this._runWithin(Math.max(100, Math.min(this._ioTimeout, Math.round(this._deadline - sent))),
-      'renew', this.token.toString(), secs(ttl));
-    if (!renewed) this._lose('the server refused its extension');
-    if (this._done || rawAborted(this.signal) || now() >= this._deadline) {
-      if (renewed && !this._done) await this._run('release', this.token.toString()).catch(() => {});
+    if (!(await this._renewFor(ttl))) {
       throw new LockLostError(`the lease on "${this.lockId}" (token ${this.token}) was lost`);
     }
     this._ttl = ttl;
-    this._setDeadline(sent + ttl);
   }
 
   /**
@@ -698,25 +692,38 @@ class Lease {
   /** Renews once and schedules the next; a failed attempt is tried again soon. */
   async _renew() {
     const sent = now();
-    let renewed;
     try {
-      renewed = await this._runWithin(Math.max(100, Math.min(this._ioTimeout, Math.round(this._deadline - sent))),
-        'renew', this.token.toString(), secs(this._ttl));
+      if (await this._renewFor(this._ttl)) this._scheduleRenew(sent + this._ttl / 3);
     } catch (e) {
       if (!this._done && !this.signal.aborted) {
         debug('renewing the lease on "%s" (token %s) failed (%s): trying again', this.lockId, String(this.token), e.message);
         this._scheduleRenew(now() + Math.min(this._ttl / 10, 1000));
       }
-      return;
     }
-    if (this._done) return;
-    if (!renewed) return this._lose('the server refused its renewal');
+  }
+
+  /**
+   * One lockq_renew for ttl (for _renew and extend()): true if the local
+   * deadline moved to ttl from when it was sent; false if the lease was
+   * released meanwhile, the server refused (the lease is lost), or it came
+   * after the lease was given up (then the grant is released).  Throws the
+   * statement's error.
+   */
+  async _renewFor(ttl) {
+    const sent = now();
+    const renewed = await this._runWithin(Math.max(100, Math.min(this._ioTimeout, Math.round(this._deadline - sent))),
+      'renew', this.token.toString(), secs(ttl));
+    if (this._done) return false;
+    if (!renewed) {
+      this._lose('the server refused its renewal');
+      return false;
+    }
     if (this.signal.aborted || now() >= this._deadline) {
       await this._run('release', this.token.toString()).catch(() => {}); // renewed after we gave it up
-      return;
+      return false;
     }
-    this._setDeadline(sent + this._ttl);
-    this._scheduleRenew(sent + this._ttl / 3);
+    this._setDeadline(sent + ttl);
+    return true;
   }
 }
 

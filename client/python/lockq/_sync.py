@@ -557,14 +557,7 @@ class Lease:
         root = self._root
         ttl = root._ttl if ttl is None else check_duration("ttl", ttl)
         self.check()
-        sent = monotonic()
-        renewed = root._run("renew", root.lock_id, root.owner, root.token, ttl,
-                            bound=max(0.1, min(root._io_timeout, root._deadline - sent)))
-        if not renewed:
-            root._lose("the server refused its extension")
-            raise LockLost("the lease on %r was lost" % self.lock_id)
-        if root._renewal_too_late(sent + ttl):
-            root._release_quietly()     # renewed after we had given it up
+        if not root._renew_for(ttl):
             raise LockLost("the lease on %r was lost" % self.lock_id)
         root._ttl = ttl
 
@@ -782,17 +775,28 @@ class Lease:
         tried again soon: the local deadline decides when the lease is lost."""
         sent = monotonic()
         try:
-            renewed = self._run("renew", self.lock_id, self.owner, self.token, self._ttl,
-                                bound=max(0.1, min(self._io_timeout, self._deadline - sent)))
+            self._renew_for(self._ttl)
         except (psycopg.Error, OSError) as e:
             log.warning("renewing the lease on %r (token %d) failed: %s; trying again",
                         self.lock_id, self.token, e)
             return monotonic() + min(self._ttl / 10, 1.0)
+        return sent + self._ttl / 3
+
+    def _renew_for(self, ttl):
+        """One lockq_renew for ttl (for _renew and extend()): True if the
+        local deadline moved to ttl from when it was sent; False if the
+        server refused (the lease is lost) or it came after the lease was
+        given up (the grant is released).  Raises the statement's error."""
+        sent = monotonic()
+        renewed = self._run("renew", self.lock_id, self.owner, self.token, ttl,
+                            bound=max(0.1, min(self._io_timeout, self._deadline - sent)))
         if not renewed:
             self._lose("the server refused its renewal")
-        elif self._renewal_too_late(sent + self._ttl):
+            return False
+        if self._renewal_too_late(sent + ttl):
             self._release_quietly()     # renewed after we had given it up
-        return sent + self._ttl / 3
+            return False
+        return True
 
     def _renewal_too_late(self, deadline):
         """Moves the local deadline after a renewal.  True when the lease

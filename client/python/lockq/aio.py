@@ -411,18 +411,9 @@ class Lease:
         root = self._root
         ttl = root._ttl if ttl is None else check_duration("ttl", ttl)
         self.check()
-        sent = monotonic()
-        renewed = await root._run("renew", root.lock_id, root.owner, root.token, ttl,
-                                  bound=max(0.1, min(root._io_timeout, root._deadline - sent)))
-        if not renewed:
-            root._lose("the server refused its extension")
-            raise LockLost("the lease on %r was lost" % self.lock_id)
-        if root._done or root.lost.is_set() or monotonic() >= root._deadline:
-            if not root._done:          # renewed after we had given it up
-                await root._release_quietly()
+        if not await root._renew_for(ttl):
             raise LockLost("the lease on %r was lost" % self.lock_id)
         root._ttl = ttl
-        root._set_deadline(sent + ttl)
 
     async def acquire(self) -> Lease:
         """Waits for the lock; returns self."""
@@ -657,20 +648,31 @@ class Lease:
         tried again soon: the local deadline decides when the lease is lost."""
         sent = monotonic()
         try:
-            renewed = await self._run("renew", self.lock_id, self.owner, self.token, self._ttl,
-                                      bound=max(0.1, min(self._io_timeout, self._deadline - sent)))
+            await self._renew_for(self._ttl)
         except (psycopg.Error, OSError) as e:
             log.warning("renewing the lease on %r (token %d) failed: %s; trying again",
                         self.lock_id, self.token, e)
             return monotonic() + min(self._ttl / 10, 1.0)
+        return sent + self._ttl / 3
+
+    async def _renew_for(self, ttl):
+        """One lockq_renew for ttl (for _renew and extend()): True if the
+        local deadline moved to ttl from when it was sent; False if the
+        server refused (the lease is lost), or it came after the lease was
+        released or given up (then the grant is released).  Raises the
+        statement's error."""
+        sent = monotonic()
+        renewed = await self._run("renew", self.lock_id, self.owner, self.token, ttl,
+                                  bound=max(0.1, min(self._io_timeout, self._deadline - sent)))
         if not renewed:
             self._lose("the server refused its renewal")
-        elif self._done or self.lost.is_set() or monotonic() >= self._deadline:
+            return False
+        if self._done or self.lost.is_set() or monotonic() >= self._deadline:
             if not self._done:          # renewed after we had given it up
                 await self._release_quietly()
-        else:
-            self._set_deadline(sent + self._ttl)
-        return sent + self._ttl / 3
+            return False
+        self._set_deadline(sent + ttl)
+        return True
 
     async def _release_quietly(self):
         try:
