@@ -49,13 +49,12 @@ from types import TracebackType
 from typing import Any, Literal, Optional, Type, Union
 
 import psycopg
-from psycopg import errors, sql
+from psycopg import sql
 
-from ._protocol import (AWAIT_SLICE, ConnAwaits, PoolAwaits, DEFAULT_HEARTBEAT, DEFAULT_IO_TIMEOUT, DEFAULT_TTL,
-                        RETRY_DELAY, SCHEMA_QUERY, WITHDRAW_TIMEOUT, LeaseTable, after_release,
-                        break_socket, LockCancelled, LockLost, LockTimeout, check_duration,
-                        check_name, log, new_owner, schema_of,
-                        parse_notice, stalled, statements, wait_bound)
+from ._core import LeaseCore, LostFlag, Pause, Run, Sleep, drive
+from ._protocol import (ConnAwaits, PoolAwaits, DEFAULT_HEARTBEAT, DEFAULT_IO_TIMEOUT,
+                        DEFAULT_TTL, SCHEMA_QUERY, LeaseTable, after_release, break_socket,
+                        log, parse_notice, schema_of, stalled, statements)
 
 try:
     from psycopg_pool import ConnectionPool
@@ -383,7 +382,7 @@ class _Keeper:
                         finished = lease._done or lease.lost.is_set()
                     if finished:
                         del self._due[lease]
-                    elif (lease._verify and now >= lease._verify_after) or now >= due:
+                    elif now >= lease._next_check(due):
                         self._busy.add(lease)
                         self._work.append(lease)
                         if self._idle == 0 and self._workers < _KEEPER_WORKERS:
@@ -392,7 +391,7 @@ class _Keeper:
                                              daemon=True).start()
                         self._cv.notify_all()
                     else:
-                        until = min(until, due, lease._verify_after if lease._verify else until)
+                        until = min(until, lease._next_check(due))
                 self._cv.wait(max(0.0, until - now))
 
     def _serve(self):
@@ -405,7 +404,7 @@ class _Keeper:
                 lease = self._work.pop(0)
                 due = self._due.get(lease, float("inf"))
             try:
-                due = lease._step(due)
+                due = lease._drive(lease._g_step(due))
             finally:
                 with self._cv:
                     self._busy.discard(lease)
@@ -417,17 +416,10 @@ class _Keeper:
 _keeper = _Keeper()
 
 
-class _Lost(threading.Event):
-    """lease.lost: set when the lease is lost.  is_set() also consults the
-    clock, so that a check never trusts a watchdog thread that has not had
-    its turn yet: past the local deadline, the lease is lost."""
-
-    def __init__(self, lease):
-        super().__init__()
-        self._lease = lease
-
-    def is_set(self):
-        return super().is_set() or self._lease._past_deadline()
+class _Lost(LostFlag, threading.Event):
+    """lease.lost: a threading.Event set when the lease is lost (LostFlag:
+    is_set() is true once the local deadline has passed, whether or not the
+    watchdog thread has run)."""
 
 
 def lock(source: Union[psycopg.Connection[Any], "ConnectionPool"], lock_id: str, *,
@@ -456,7 +448,7 @@ def lock(source: Union[psycopg.Connection[Any], "ConnectionPool"], lock_id: str,
                  owner=owner, auto_renew=auto_renew, cancel=cancel, io_timeout=io_timeout)
 
 
-class Lease:
+class Lease(LeaseCore):
     """A lease on one lock: a context manager that acquires on entry and
     releases on exit (also when the block raises).  Exiting normally after
     the lease was lost raises LockLost.
@@ -465,39 +457,23 @@ class Lease:
     lost: a threading.Event set when the lease is lost (is_set() is true
     once the local deadline has passed, whether or not the watchdog thread
     has run).
-    held: the lease is valid (not lost, local deadline ahead)."""
+    held: the lease is valid (not lost, local deadline ahead).
 
-    token: Optional[int]
-    owner: str
-    lock_id: str
+    What it sends and when is lockq._core's (LeaseCore), shared with
+    lockq.aio; this class runs it with blocking calls and keeps the held
+    lease with the process's keeper and watchdog threads."""
+
     lost: threading.Event
 
     def __init__(self, src: Any, lock_id: str, *, ttl: float, timeout: Optional[float],
                  heartbeat: float, owner: Optional[str], auto_renew: bool,
                  cancel: Optional[threading.Event], io_timeout: float = DEFAULT_IO_TIMEOUT) -> None:
-        check_name("lock id", lock_id)
-        self.owner = new_owner() if owner is None else owner
-        check_name("owner", self.owner)
-        self.lock_id = lock_id
-        self.token = None
+        super().__init__(lock_id, ttl=ttl, timeout=timeout, heartbeat=heartbeat, owner=owner,
+                         auto_renew=auto_renew, io_timeout=io_timeout, cancel=cancel)
         self.lost = _Lost(self)
         self._src = src
-        self._root = self               # the lease that holds the grant
-        self._refs = 0                  # (root) leases in the grant's blocks
-        self._exited = False            # this lease was released or forgotten
-        self._forgotten = False         # forget() was called
-        self._ttl = check_duration("ttl", ttl)
-        self._heartbeat = check_duration("heartbeat", heartbeat, 0.1)
-        self._timeout = None if timeout is None else check_duration("timeout", timeout, 0)
-        self._auto_renew = auto_renew
-        self._cancel = cancel
-        self._io_timeout = check_duration("io_timeout", io_timeout, 0.1)
-        self._mu = threading.Lock()     # _deadline, lost, _done
-        self._deadline = 0.0
-        self._done = False
+        self._mu = threading.Lock()     # see LeaseCore
         self._wake = threading.Event()  # a notice came while waiting
-        self._verify = False            # a "lost" notice: ask the server
-        self._verify_after = 0.0        # (not before then: a check failed)
 
     def __enter__(self) -> Lease:
         return self.acquire()
@@ -514,39 +490,14 @@ class Lease:
             return False        # the block's own error matters more
         return after_release(self, ok, exc_type)
 
-    @property
-    def held(self) -> bool:
-        root = self._root
-        with root._mu:
-            return (self.token is not None and not self._exited and not root._done
-                    and not threading.Event.is_set(root.lost)
-                    and monotonic() < root._deadline)
+    def acquire(self) -> Lease:
+        """Waits for the lock (see lock()); returns self."""
+        return self._drive(self._g_acquire())
 
-    def _past_deadline(self):
-        """The grant is taken and not released, and its local deadline has
-        passed (no lock: is_set() is called with self._mu held)."""
-        return self.token is not None and not self._done and monotonic() >= self._deadline
-
-    def _join(self):
-        """(hub lock held) Another lease of this owner joins this one's grant
-        if it is held: True, and it counts.  False while it is waiting."""
-        with self._mu:
-            if self.token is None or self._done or self._refs == 0:
-                return False
-            self._refs += 1
-            return True
-
-    @property
-    def remaining(self) -> float:
-        """Seconds until the lease's local deadline; 0.0 once not held."""
-        if not self.held:
-            return 0.0
-        return max(0.0, self._root._deadline - monotonic())
-
-    def check(self) -> None:
-        """Raises LockLost unless the lease is held."""
-        if not self.held:
-            raise LockLost("the lease on %r is not held" % self.lock_id)
+    def release(self) -> bool:
+        """Releases the lock; True if the lease was still held until then.
+        (A re-entrant lease only leaves: the last one releases.)"""
+        return self._drive(self._g_release())
 
     def extend(self, ttl: Optional[float] = None) -> None:
         """Renews the lease now for ttl seconds (default: its ttl) from when
@@ -554,286 +505,46 @@ class Lease:
         Raises LockLost if the lease is not held or the server refuses; a
         psycopg error if the server did not answer (within io_timeout and
         the lease's local deadline: the lease may still be held then)."""
-        root = self._root
-        ttl = root._ttl if ttl is None else check_duration("ttl", ttl)
-        self.check()
-        if not root._renew_for(ttl):
-            raise LockLost("the lease on %r was lost" % self.lock_id)
-        root._ttl = ttl
+        self._drive(self._g_extend(ttl))
 
-    def acquire(self) -> Lease:
-        """Waits for the lock (see lock()); returns self."""
-        if self.token is not None:
-            raise RuntimeError("a Lease is acquired once")
-        root = self._src.hub.register(self)
-        if root is not None:
-            # re-entrant: the same owner's grant, which root renews
-            self._root = root
-            self.lost = root.lost
-            self.token = root.token
-            return self
-        try:
-            token, sent = self._try() if self._timeout == 0 else self._wait()
-        except BaseException:
-            self._src.hub.unregister(self)
-            raise
-        self.token = token
-        self._deadline = sent + self._ttl
-        self._refs = 1
-        _watchdog.arm(self)
-        _keeper.add(self, self._deadline - self._ttl * 2 / 3 if self._auto_renew else float("inf"))
-        return self
+    # --- running LeaseCore's steps ---------------------------------------
 
-    def release(self) -> bool:
-        """Releases the lock; True if the lease was still held until then.
-        (A re-entrant lease only leaves: the last one releases.)"""
-        if self.token is None or self._exited:
-            return False
-        held = self.held
-        self = self._leave()
-        if self is None:
-            return held
-        try:
-            released = self._run_retrying("release", self.lock_id, self.owner, self.token,
-                                          bound=self._io_timeout if held else WITHDRAW_TIMEOUT)
-        except (psycopg.Error, OSError) as e:
-            log.warning("releasing %r (token %d) failed: %s; the lease ends by itself",
-                        self.lock_id, self.token, e)
-            raise
-        return held and released
+    def _drive(self, gen):
+        return drive(gen, self._perform)
 
-    def forget(self) -> None:
-        """Stops renewing and watching the lease without releasing it: the
-        grant stays on the server until its lease ends or its owner releases
-        it (lockq_release with owner and token), say in another process that
-        takes the work over.  Leaving the block afterwards releases nothing
-        and raises nothing.  (A re-entrant lease only leaves.)"""
-        if self.token is None or self._exited:
-            return
-        self._forgotten = True
-        self._leave()
+    def _perform(self, effect):
+        if isinstance(effect, Run):
+            return self._src.run(effect.name, effect.params, effect.bound)
+        if isinstance(effect, Sleep):
+            return self._sleep(effect.until)
+        if isinstance(effect, Pause):
+            return threading.Event().wait(max(0.0, effect.until - monotonic()))
+        return self._drive(effect.gen)      # Shielded: nothing cancels a thread
 
-    def _leave(self):
-        """This lease leaves the grant's blocks.  The last one to leave (the
-        root) stops its renewals and watchdog and is returned; None while
-        other blocks still use the grant."""
-        self._exited = True
-        root = self._root
-        with root._mu:
-            root._refs -= 1
-            if root._refs > 0:
-                return None
-            root._done = True
-        _keeper.kick()
-        _watchdog.disarm(root)
-        root._src.hub.unregister(root)
-        return root
-
-    # --- waiting ---------------------------------------------------------
-
-    def _run(self, name, *params, bound=None):
-        return self._src.run(name, params, self._io_timeout if bound is None else bound)
-
-    def _run_retrying(self, name, *params, bound):
-        """_run for the statements that end something (release, withdrawal):
-        through a pool, a connection that fails (stale after a switchover,
-        broken) is followed by another, until bound; the statements are
-        idempotent for their owner."""
-        end = monotonic() + bound
-        while True:
-            try:
-                return self._run(name, *params, bound=max(0.1, end - monotonic()))
-            except psycopg.OperationalError:
-                if not self._src.pooled or end - monotonic() <= RETRY_DELAY:
-                    raise
-                threading.Event().wait(RETRY_DELAY)
-
-    def _try(self):
-        sent = monotonic()
-        token = self._run("try", self.lock_id, self.owner, self._ttl)
-        if token is None:
-            raise LockTimeout("lock %r is not available" % self.lock_id)
-        return token, sent
-
-    def _enqueue(self, bound):
-        return self._run("enqueue", self.lock_id, self.owner, self._ttl,
-                         self._src.hub.channel, self._heartbeat, bound=bound)
-
-    def _poll(self, bound):
-        """One heartbeat: the token once granted, else None.  A wait the
-        server dropped (55000: missed heartbeats, or a grant not picked up
-        in time) queues again, at the back."""
-        self._wake.clear()
-        try:
-            return self._run("heartbeat", self.lock_id, self.owner, bound=bound)
-        except errors.ObjectNotInPrerequisiteState:
-            return self._enqueue(bound)
-
-    def _await(self, give_up, bound):
-        """One lockq_await of at most AWAIT_SLICE (and the rest of the
-        timeout): the backend wakes at the grant and answers with the token,
-        with no NOTIFY, which a transaction pooler would not pass on; NULL
-        when the slice ends (it counts as a heartbeat).  Used when the source
-        says so (ConnAwaits, PoolAwaits)."""
-        self._wake.clear()
-        span = AWAIT_SLICE if give_up is None else max(0.001, min(AWAIT_SLICE, give_up - monotonic()))
-        try:
-            return self._run("await", self.lock_id, self.owner, span, bound=bound + span)
-        except errors.ObjectNotInPrerequisiteState:
-            return self._enqueue(bound)
-
-    def _wait(self):
-        """Queues and waits.  A statement that fails on the connection (it
-        broke, or stalled and was broken) is tried again, on a new pooled
-        connection if there is one, and the wait keeps its place; once the
-        server has been unreachable for the heartbeat interval (it drops
-        the wait then), the error is raised."""
-        give_up = None if self._timeout is None else monotonic() + self._timeout
-        queued = False
-        sent = reached = monotonic()
-        try:
-            while True:
-                now = monotonic()
-                if self._cancel is not None and self._cancel.is_set():
-                    raise LockCancelled("the wait for lock %r was cancelled" % self.lock_id)
-                if give_up is not None and now >= give_up:
-                    raise LockTimeout("lock %r was not granted within %g s"
-                                      % (self.lock_id, self._timeout))
-                awaiting = queued and self._src.awaiting(self)
-                if (not queued or awaiting or self._wake.is_set()
-                        or now >= sent + self._heartbeat / 3):
-                    sent = monotonic()
-                    bound = wait_bound(self._io_timeout, self._heartbeat, give_up, sent)
-                    try:
-                        if awaiting:
-                            token = self._await(give_up, bound)
-                        else:
-                            token = self._poll(bound) if queued else self._enqueue(bound)
-                    except psycopg.OperationalError:
-                        if monotonic() - reached > self._heartbeat:
-                            raise
-                        self._sleep(monotonic() + RETRY_DELAY, give_up)
-                        continue
-                    queued = True
-                    reached = sent
-                    if token is not None:
-                        return token, sent
-                    continue
-                self._sleep(sent + self._heartbeat / 3, give_up)
-        except BaseException:
-            self._withdraw()
-            raise
-
-    def _sleep(self, until, give_up):
+    def _sleep(self, until):
+        """Until then, or a notice, or the cancel Event (looked at every
+        _CANCEL_POLL seconds)."""
         now = monotonic()
-        if give_up is not None:
-            until = min(until, give_up)
         if self._cancel is not None:
             until = min(until, now + _CANCEL_POLL)
         self._wake.wait(max(0.0, until - now))
 
-    def _withdraw(self):
-        """Leaves the queue, releasing a grant that raced with us.  If the
-        server cannot be told, it drops us after the heartbeat interval."""
-        try:
-            self._run_retrying("cancel", self.lock_id, self.owner, bound=WITHDRAW_TIMEOUT)
-        except (psycopg.Error, OSError) as e:
-            log.warning("withdrawing the wait for %r failed: %s; the server drops it within "
-                        "%g s", self.lock_id, e, self._heartbeat)
+    def _locked(self):
+        return self._mu
 
-    # --- holding ---------------------------------------------------------
+    def _start_keeping(self, due):
+        _watchdog.arm(self)
+        _keeper.add(self, due)
 
-    def _notice(self, notice):
-        """From the hub: a notice about this lease (any thread)."""
-        if notice.event == "lost":
-            self._verify = True
-            _keeper.kick()
-        self._wake.set()
-
-    def _step(self, due):
-        """From the keeper (a worker thread): checks a lost notice, or
-        renews if due.  Returns when the next renewal is due."""
-        if self._verify and monotonic() >= self._verify_after:
-            self._verify = False
-            self._check_holds()
-            return due
-        if self._auto_renew and monotonic() >= due:
-            return self._renew()
-        return due
-
-    def _check_holds(self):
-        try:
-            if not self._run("holds", self.lock_id, self.token):
-                self._lose("a lost notice, confirmed by lockq_holds")
-        except (psycopg.Error, OSError):
-            # ask again soon (the next renewal asks too)
-            self._verify_after = monotonic() + min(self._ttl / 10, 1.0)
-            self._verify = True
-
-    def _renew(self):
-        """Renews once; returns when to renew next.  A failed attempt is
-        tried again soon: the local deadline decides when the lease is lost."""
-        sent = monotonic()
-        try:
-            self._renew_for(self._ttl)
-        except (psycopg.Error, OSError) as e:
-            log.warning("renewing the lease on %r (token %d) failed: %s; trying again",
-                        self.lock_id, self.token, e)
-            return monotonic() + min(self._ttl / 10, 1.0)
-        return sent + self._ttl / 3
-
-    def _renew_for(self, ttl):
-        """One lockq_renew for ttl (for _renew and extend()): True if the
-        local deadline moved to ttl from when it was sent; False if the
-        server refused (the lease is lost) or it came after the lease was
-        given up (the grant is released).  Raises the statement's error."""
-        sent = monotonic()
-        renewed = self._run("renew", self.lock_id, self.owner, self.token, ttl,
-                            bound=max(0.1, min(self._io_timeout, self._deadline - sent)))
-        if not renewed:
-            self._lose("the server refused its renewal")
-            return False
-        if self._renewal_too_late(sent + ttl):
-            self._release_quietly()     # renewed after we had given it up
-            return False
-        return True
-
-    def _renewal_too_late(self, deadline):
-        """Moves the local deadline after a renewal.  True when the lease
-        was already counted lost, so that the renewal must be undone; never
-        once release() has begun (its own lockq_release ends the grant, and
-        a second release here would make it report the lease lost)."""
-        with self._mu:
-            if self._done:
-                return False
-            if self.lost.is_set() or monotonic() >= self._deadline:
-                return True
-            self._deadline = deadline
-            return False
-
-    def _release_quietly(self):
-        try:
-            self._run("release", self.lock_id, self.owner, self.token)
-        except (psycopg.Error, OSError):
-            pass
-
-    def _lose(self, why):
-        with self._mu:
-            first = not self._done and not threading.Event.is_set(self.lost)
-            if not self._done:
-                self.lost.set()
-        _watchdog.disarm(self)
-        if first:
-            log.warning("the lease on %r (token %d) was lost: %s", self.lock_id, self.token, why)
-
-    def _expire(self):
-        """From the watchdog: the local deadline passed."""
-        with self._mu:
-            first = (not self._done and monotonic() >= self._deadline
-                     and not threading.Event.is_set(self.lost))
-            if first:
-                self.lost.set()
+    def _stop_keeping(self):
         _keeper.kick()
-        if first:
-            log.warning("the lease on %r (token %d) was lost: no renewal confirmed before "
-                        "its local deadline", self.lock_id, self.token)
+        _watchdog.disarm(self)
+
+    def _stop_watching(self):
+        _watchdog.disarm(self)
+
+    def _deadline_moved(self):
+        _watchdog.arm(self)     # wakes it: the deadline may be earlier
+
+    def _nudge_keeper(self):
+        _keeper.kick()

@@ -33,13 +33,12 @@ import weakref
 from time import monotonic
 
 import psycopg
-from psycopg import errors, sql
+from psycopg import sql
 
-from ._protocol import (AWAIT_SLICE, ConnAwaits, PoolAwaits, DEFAULT_HEARTBEAT, DEFAULT_IO_TIMEOUT, DEFAULT_TTL,
-                        RETRY_DELAY, SCHEMA_QUERY, WITHDRAW_TIMEOUT, LeaseTable, after_release,
-                        break_socket, LockLost, LockTimeout, check_duration, check_name,
-                        log, new_owner, parse_notice, schema_of, stalled, statements,
-                        wait_bound)
+from ._core import LeaseCore, LostFlag, Pause, Run, Sleep
+from ._protocol import (ConnAwaits, PoolAwaits, DEFAULT_HEARTBEAT, DEFAULT_IO_TIMEOUT,
+                        DEFAULT_TTL, SCHEMA_QUERY, LeaseTable, after_release, break_socket,
+                        log, parse_notice, schema_of, stalled, statements)
 
 try:
     from psycopg_pool import AsyncConnectionPool
@@ -295,17 +294,10 @@ async def _source(obj):
         raise
 
 
-class _Lost(asyncio.Event):
-    """lease.lost: set when the lease is lost.  is_set() also consults the
-    clock: a loop that was blocked past the deadline has not run the timer
-    that sets it, and the lease is lost all the same."""
-
-    def __init__(self, lease):
-        super().__init__()
-        self._lease = lease
-
-    def is_set(self):
-        return super().is_set() or self._lease._past_deadline()
+class _Lost(LostFlag, asyncio.Event):
+    """lease.lost: an asyncio.Event set when the lease is lost (LostFlag:
+    is_set() is true once the local deadline has passed, even if the loop
+    was too busy to run its timer)."""
 
 
 def lock(source: Union[psycopg.AsyncConnection[Any], "AsyncConnectionPool"], lock_id: str, *,
@@ -319,47 +311,33 @@ def lock(source: Union[psycopg.AsyncConnection[Any], "AsyncConnectionPool"], loc
                  owner=owner, auto_renew=auto_renew, io_timeout=io_timeout)
 
 
-class Lease:
+class Lease(LeaseCore):
     """A lease on one lock: an async context manager that acquires on entry
     and releases on exit (also when the block raises or is cancelled).
     Exiting normally after the lease was lost raises LockLost.
 
     token: the fencing token (an int).  lost: an asyncio.Event set when the
     lease is lost (is_set() is true once the local deadline has passed, even
-    if the loop was too busy to run its timer).  held: the lease is valid."""
+    if the loop was too busy to run its timer).  held: the lease is valid.
 
-    token: Optional[int]
-    owner: str
-    lock_id: str
+    What it sends and when is lockq._core's (LeaseCore), shared with
+    lockq.Lease; this class runs it with awaits and keeps the held lease
+    with a task and a loop timer."""
+
     lost: asyncio.Event
 
     def __init__(self, source: Any, lock_id: str, *, ttl: float, timeout: Optional[float],
                  heartbeat: float, owner: Optional[str], auto_renew: bool,
                  io_timeout: float = DEFAULT_IO_TIMEOUT) -> None:
-        check_name("lock id", lock_id)
-        self.owner = new_owner() if owner is None else owner
-        check_name("owner", self.owner)
-        self.lock_id = lock_id
-        self.token = None
+        super().__init__(lock_id, ttl=ttl, timeout=timeout, heartbeat=heartbeat, owner=owner,
+                         auto_renew=auto_renew, io_timeout=io_timeout)
         self.lost = _Lost(self)
-        self._root = self               # the lease that holds the grant
-        self._refs = 0                  # (root) leases in the grant's blocks
-        self._exited = False            # this lease was released or forgotten
-        self._forgotten = False         # forget() was called
         self._source_obj = source
         self._src = None
-        self._ttl = check_duration("ttl", ttl)
-        self._heartbeat = check_duration("heartbeat", heartbeat, 0.1)
-        self._timeout = None if timeout is None else check_duration("timeout", timeout, 0)
-        self._auto_renew = auto_renew
-        self._io_timeout = check_duration("io_timeout", io_timeout, 0.1)
-        self._deadline = 0.0
-        self._done = False
         self._timer = None
         self._keeper = None
         self._wake = asyncio.Event()    # a notice came while waiting
         self._kick = asyncio.Event()    # wakes the renewal task
-        self._verify = False            # a "lost" notice: ask the server
 
     async def __aenter__(self) -> Lease:
         return await self.acquire()
@@ -376,200 +354,49 @@ class Lease:
             return False        # the block's own error matters more
         return after_release(self, ok, exc_type)
 
-    @property
-    def held(self) -> bool:
-        root = self._root
-        return (self.token is not None and not self._exited and not root._done
-                and not root.lost.is_set())
-
-    def _past_deadline(self):
-        return self.token is not None and not self._done and monotonic() >= self._deadline
-
-    def _join(self):
-        """Another lease of this owner joins this one's grant if it is held:
-        True, and it counts.  False while it is waiting."""
-        if self.token is None or self._done or self._refs == 0:
-            return False
-        self._refs += 1
-        return True
-
-    @property
-    def remaining(self) -> float:
-        """Seconds until the lease's local deadline; 0.0 once not held."""
-        if not self.held:
-            return 0.0
-        return max(0.0, self._root._deadline - monotonic())
-
-    def check(self) -> None:
-        """Raises LockLost unless the lease is held."""
-        if not self.held:
-            raise LockLost("the lease on %r is not held" % self.lock_id)
-
-    async def extend(self, ttl: Optional[float] = None) -> None:
-        """Renews the lease now for ttl seconds (default: its ttl), as
-        lockq.Lease.extend does."""
-        root = self._root
-        ttl = root._ttl if ttl is None else check_duration("ttl", ttl)
-        self.check()
-        if not await root._renew_for(ttl):
-            raise LockLost("the lease on %r was lost" % self.lock_id)
-        root._ttl = ttl
-
     async def acquire(self) -> Lease:
         """Waits for the lock; returns self."""
-        if self.token is not None:
-            raise RuntimeError("a Lease is acquired once")
-        self._src = await _source(self._source_obj)
-        root = self._src.hub.register(self)
-        if root is not None:
-            # re-entrant: the same owner's grant, which root renews
-            self._root = root
-            self.lost = root.lost
-            self.token = root.token
-            return self
-        try:
-            token, sent = await (self._try() if self._timeout == 0 else self._wait())
-        except BaseException:
-            self._src.hub.unregister(self)
-            raise
-        self.token = token
-        self._refs = 1
-        self._set_deadline(sent + self._ttl)
-        self._keeper = asyncio.get_running_loop().create_task(self._keep())
-        return self
+        if self._src is None:
+            self._src = await _source(self._source_obj)
+        return await self._drive(self._g_acquire())
 
     async def release(self) -> bool:
         """Releases the lock; True if the lease was still held until then.
         (A re-entrant lease only leaves: the last one releases.)"""
-        if self.token is None or self._exited:
-            return False
-        held = self.held
-        self = self._leave()
-        if self is None:
-            return held
-        try:
-            released = await self._run_retrying("release", self.lock_id, self.owner, self.token,
-                                                bound=self._io_timeout if held else WITHDRAW_TIMEOUT)
-        except (psycopg.Error, OSError) as e:
-            log.warning("releasing %r (token %d) failed: %s; the lease ends by itself",
-                        self.lock_id, self.token, e)
-            raise
-        return held and released
+        return await self._drive(self._g_release())
 
-    def forget(self) -> None:
-        """Stops renewing and watching the lease without releasing it, as
-        lockq.Lease.forget does."""
-        if self.token is None or self._exited:
-            return
-        self._forgotten = True
-        self._leave()
+    async def extend(self, ttl: Optional[float] = None) -> None:
+        """Renews the lease now for ttl seconds (default: its ttl), as
+        lockq.Lease.extend does."""
+        await self._drive(self._g_extend(ttl))
 
-    def _leave(self):
-        """This lease leaves the grant's blocks; the last one (the root)
-        stops its renewals and timer and is returned, else None."""
-        self._exited = True
-        root = self._root
-        root._refs -= 1
-        if root._refs > 0:
-            return None
-        root._done = True
-        root._timer.cancel()
-        root._kick.set()
-        root._src.hub.unregister(root)
-        return root
+    # --- running LeaseCore's steps ---------------------------------------
 
-    # --- waiting ---------------------------------------------------------
-
-    async def _run(self, name, *params, bound=None):
-        return await self._src.run(name, params, self._io_timeout if bound is None else bound)
-
-    async def _run_retrying(self, name, *params, bound):
-        """_run for the statements that end something (release, withdrawal):
-        through a pool, a connection that fails (stale after a switchover,
-        broken) is followed by another, until bound; the statements are
-        idempotent for their owner."""
-        end = monotonic() + bound
+    async def _drive(self, gen):
+        """lockq._core.drive with awaits: runs gen's effects until it ends.
+        A cancel of the task is thrown into gen (a wait withdraws); a
+        Shielded step runs to its end in a task of its own whatever
+        happens to ours."""
+        result, error = None, None
         while True:
             try:
-                return await self._run(name, *params, bound=max(0.1, end - monotonic()))
-            except psycopg.OperationalError:
-                if not self._src.pooled or end - monotonic() <= RETRY_DELAY:
-                    raise
-                await asyncio.sleep(RETRY_DELAY)
+                effect = gen.send(result) if error is None else gen.throw(error)
+            except StopIteration as stop:
+                return stop.value
+            result, error = None, None
+            try:
+                result = await self._perform(effect)
+            except BaseException as e:  # noqa: B902 -- gen decides
+                error = e
 
-    async def _try(self):
-        sent = monotonic()
-        token = await self._run("try", self.lock_id, self.owner, self._ttl)
-        if token is None:
-            raise LockTimeout("lock %r is not available" % self.lock_id)
-        return token, sent
-
-    async def _enqueue(self, bound):
-        return await self._run("enqueue", self.lock_id, self.owner, self._ttl,
-                               self._src.hub.channel, self._heartbeat, bound=bound)
-
-    async def _poll(self, bound):
-        """One heartbeat: the token once granted, else None; a wait the
-        server dropped (55000) queues again, at the back."""
-        self._wake.clear()
-        try:
-            return await self._run("heartbeat", self.lock_id, self.owner, bound=bound)
-        except errors.ObjectNotInPrerequisiteState:
-            return await self._enqueue(bound)
-
-    async def _await(self, give_up, bound):
-        """One lockq_await of at most AWAIT_SLICE (and the rest of the
-        timeout): the backend wakes at the grant and answers with the token,
-        with no NOTIFY, which a transaction pooler would not pass on; NULL
-        when the slice ends (it counts as a heartbeat).  Used when the source
-        says so (ConnAwaits, PoolAwaits)."""
-        self._wake.clear()
-        span = AWAIT_SLICE if give_up is None else max(0.001, min(AWAIT_SLICE, give_up - monotonic()))
-        try:
-            return await self._run("await", self.lock_id, self.owner, span, bound=bound + span)
-        except errors.ObjectNotInPrerequisiteState:
-            return await self._enqueue(bound)
-
-    async def _wait(self):
-        """Queues and waits (see lockq._sync: a failed statement is tried
-        again for up to the heartbeat interval).  A cancel, even one during
-        the first enqueue, withdraws the wait."""
-        give_up = None if self._timeout is None else monotonic() + self._timeout
-        queued = False
-        sent = reached = monotonic()
-        try:
-            while True:
-                now = monotonic()
-                if give_up is not None and now >= give_up:
-                    raise LockTimeout("lock %r was not granted within %g s"
-                                      % (self.lock_id, self._timeout))
-                awaiting = queued and self._src.awaiting(self)
-                if (not queued or awaiting or self._wake.is_set()
-                        or now >= sent + self._heartbeat / 3):
-                    sent = monotonic()
-                    bound = wait_bound(self._io_timeout, self._heartbeat, give_up, sent)
-                    try:
-                        if awaiting:
-                            token = await self._await(give_up, bound)
-                        else:
-                            token = await (self._poll(bound) if queued else self._enqueue(bound))
-                    except psycopg.OperationalError:
-                        if monotonic() - reached > self._heartbeat:
-                            raise
-                        await self._pause(RETRY_DELAY, RETRY_DELAY)
-                        continue
-                    queued = True
-                    reached = sent
-                    if token is not None:
-                        return token, sent
-                    continue
-                until = sent + self._heartbeat / 3
-                if give_up is not None:
-                    until = min(until, give_up)
-                await self._pause(until - now, _WAIT_POLL)
-        except BaseException:
-            await asyncio.shield(self._withdraw())
-            raise
+    async def _perform(self, effect):
+        if isinstance(effect, Run):
+            return await self._src.run(effect.name, effect.params, effect.bound)
+        if isinstance(effect, Sleep):
+            return await self._pause(effect.until - monotonic(), _WAIT_POLL)
+        if isinstance(effect, Pause):
+            return await asyncio.sleep(max(0.0, effect.until - monotonic()))
+        return await asyncio.shield(asyncio.ensure_future(self._drive(effect.gen)))
 
     async def _pause(self, timeout, poll):
         """Waits up to timeout for a notice (self._kick or self._wake is set
@@ -587,95 +414,31 @@ class Lease:
         finally:
             waiter.cancel()
 
-    async def _withdraw(self):
-        """Leaves the queue, releasing a grant that raced with us."""
-        try:
-            await self._run_retrying("cancel", self.lock_id, self.owner, bound=WITHDRAW_TIMEOUT)
-        except (psycopg.Error, OSError) as e:
-            log.warning("withdrawing the wait for %r failed: %s; the server drops it within "
-                        "%g s", self.lock_id, e, self._heartbeat)
-
-    # --- holding ---------------------------------------------------------
-
-    def _notice(self, notice):
-        if notice.event == "lost":
-            self._verify = True
-            self._kick.set()
-        self._wake.set()
-
-    def _set_deadline(self, deadline):
-        if self._timer is not None:
-            self._timer.cancel()
-        self._deadline = deadline
-        self._timer = asyncio.get_running_loop().call_later(
-            max(0.0, deadline - monotonic()), self._expire)
-
-    def _expire(self):
-        if not self._done and monotonic() >= self._deadline:
-            self._lose("no renewal confirmed before its local deadline")
-            self._kick.set()
-
-    def _lose(self, why):
-        if not self._done:
-            if not asyncio.Event.is_set(self.lost):
-                log.warning("the lease on %r (token %d) was lost: %s", self.lock_id, self.token, why)
-            self.lost.set()
-            self._timer.cancel()
-
-    async def _keep(self):
-        """Renews every ttl/3 and checks lost notices, until released or lost."""
-        next_renew = self._deadline - self._ttl * 2 / 3 if self._auto_renew else float("inf")
+    async def _keep(self, due):
+        """Renews when due and checks lost notices, until released or lost."""
         while not self._done and not self.lost.is_set():
-            await self._pause(min(next_renew - monotonic(), 3600), _HOLD_POLL)
+            await self._pause(min(self._next_check(due) - monotonic(), 3600), _HOLD_POLL)
             self._kick.clear()
             if self._done or self.lost.is_set():
                 return
-            if self._verify:
-                self._verify = False
-                await self._check_holds()
-            elif monotonic() >= next_renew:
-                next_renew = await self._renew()
+            due = await self._drive(self._g_step(due))
 
-    async def _check_holds(self):
-        try:
-            if not await self._run("holds", self.lock_id, self.token):
-                self._lose("a lost notice, confirmed by lockq_holds")
-        except (psycopg.Error, OSError):
-            self._verify = True
+    def _start_keeping(self, due):
+        self._deadline_moved()
+        self._keeper = asyncio.get_running_loop().create_task(self._keep(due))
 
-    async def _renew(self):
-        """Renews once; returns when to renew next.  A failed attempt is
-        tried again soon: the local deadline decides when the lease is lost."""
-        sent = monotonic()
-        try:
-            await self._renew_for(self._ttl)
-        except (psycopg.Error, OSError) as e:
-            log.warning("renewing the lease on %r (token %d) failed: %s; trying again",
-                        self.lock_id, self.token, e)
-            return monotonic() + min(self._ttl / 10, 1.0)
-        return sent + self._ttl / 3
+    def _stop_keeping(self):
+        self._timer.cancel()
+        self._kick.set()
 
-    async def _renew_for(self, ttl):
-        """One lockq_renew for ttl (for _renew and extend()): True if the
-        local deadline moved to ttl from when it was sent; False if the
-        server refused (the lease is lost), or it came after the lease was
-        released or given up (then the grant is released).  Raises the
-        statement's error."""
-        sent = monotonic()
-        renewed = await self._run("renew", self.lock_id, self.owner, self.token, ttl,
-                                  bound=max(0.1, min(self._io_timeout, self._deadline - sent)))
-        if not renewed:
-            self._lose("the server refused its renewal")
-            return False
-        if self._done or self.lost.is_set() or monotonic() >= self._deadline:
-            if not self._done:          # renewed after we had given it up
-                await self._release_quietly()
-            return False
-        self._set_deadline(sent + ttl)
-        return True
+    def _stop_watching(self):
+        self._timer.cancel()
 
-    async def _release_quietly(self):
-        try:
-            await self._run("release", self.lock_id, self.owner, self.token)
-        except (psycopg.Error, OSError):
-            pass
+    def _deadline_moved(self):
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = asyncio.get_running_loop().call_later(
+            max(0.0, self._deadline - monotonic()), self._expire)
+
+    def _nudge_keeper(self):
+        self._kick.set()

@@ -119,6 +119,19 @@ class AioTest(LockqTestCase):
 
         self.run_async(main())
 
+    def test_a_shorter_extend_announces_the_loss_earlier(self):
+        async def main():
+            pool = await self.pool()
+            lease = await lockq.aio.lock(pool, self.name, ttl=60, auto_renew=False).acquire()
+            await lease.extend(0.5)
+            self.assertLessEqual(lease.remaining, 0.5)
+            await asyncio.wait_for(asyncio.Event.wait(lease.lost), 5)   # the loop timer set it
+            with self.assertRaises(lockq.LockLost):
+                await lease.__aexit__(None, None, None)
+            await pool.close()
+
+        self.run_async(main())
+
     def test_forget_keeps_the_grant(self):
         async def main():
             pool = await self.pool()

@@ -283,12 +283,13 @@ class SyncTest(LockqTestCase):
         release the grant itself: release() would then find it gone and
         report the lease lost."""
         lease = lockq.lock(self.pool, self.name, ttl=1.5).acquire()
-        real_run, real_renew = lease._run, lease._renew
+        real_perform, real_renew = lease._perform, lease._g_renew
         renewed, releasing, acted = threading.Event(), threading.Event(), threading.Event()
 
-        def run(name, *params, **kw):
+        def perform(effect):
+            name = getattr(effect, "name", None)
             if name == "renew" and not releasing.is_set():
-                out = real_run(name, *params, **kw)
+                out = real_perform(effect)
                 renewed.set()
                 releasing.wait(10)      # answer only once release() began
                 return out
@@ -297,17 +298,17 @@ class SyncTest(LockqTestCase):
                 # the renewal acts on its answer, seeing release() begun:
                 # whatever it does goes before this release
                 self.assertTrue(acted.wait(10), "the renewal acted on its answer")
-            return real_run(name, *params, **kw)
+            return real_perform(effect)
 
         def renew():
             try:
-                return real_renew()
+                return (yield from real_renew())
             finally:
                 if releasing.is_set():
                     acted.set()
 
-        lease._run = run
-        lease._renew = renew
+        lease._perform = perform
+        lease._g_renew = renew
         self.assertTrue(renewed.wait(10), "a renewal ran")
         self.assertTrue(lease.release(), "released while held")
         self.assertFalse(lease.lost.is_set())
@@ -329,6 +330,18 @@ class SyncTest(LockqTestCase):
         self.assertEqual(lease.remaining, 0.0)
         with self.assertRaises(lockq.LockLost):
             lease.extend()
+
+    def test_a_shorter_extend_announces_the_loss_earlier(self):
+        """extend() with a shorter ttl moves the local deadline earlier, and
+        the watchdog sets lost at the new deadline, not the old one."""
+        lease = lockq.lock(self.pool, self.name, ttl=60, auto_renew=False).acquire()
+        lease.extend(0.5)
+        self.assertLessEqual(lease.remaining, 0.5)
+        start = time.monotonic()
+        self.assertTrue(threading.Event.wait(lease.lost, 10), "the watchdog set lost")
+        self.assertLess(time.monotonic() - start, 5)
+        with self.assertRaises(lockq.LockLost):
+            lease.__exit__(None, None, None)
 
     def test_no_thread_per_lease(self):
         """Thirty held leases, renewed every half second, add a handful of
@@ -378,17 +391,17 @@ class SyncTest(LockqTestCase):
         """A renewal that fails leaves a WARNING on the "lockq" logger (and
         the lease, whose deadline is still ahead, is kept)."""
         lease = lockq.lock(self.pool, self.name, ttl=1.5).acquire()
-        real_run = lease._run
+        real_perform = lease._perform
         failed = threading.Event()
 
-        def run(name, *params, **kw):
-            if name == "renew" and not failed.is_set():
+        def perform(effect):
+            if getattr(effect, "name", None) == "renew" and not failed.is_set():
                 failed.set()
                 raise psycopg.OperationalError("injected")
-            return real_run(name, *params, **kw)
+            return real_perform(effect)
 
         with self.assertLogs("lockq", "WARNING") as logs:
-            lease._run = run
+            lease._perform = perform
             self.assertTrue(failed.wait(10))
             time.sleep(1.0)             # the retry renews it
             self.assertTrue(lease.held)
