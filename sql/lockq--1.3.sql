@@ -9,8 +9,7 @@
 
 -- Everything lockq makes lives in the schema lockq, whatever schema
 -- CREATE EXTENSION names: calls qualified with lockq. reach lockq's own
--- functions whatever the caller's search_path holds (see README.md,
--- "Security").  Nobody but the extension's owner may create objects in it.
+-- functions whatever the caller's search_path holds (see doc/security.md).  Nobody but the extension's owner may create objects in it.
 -- The tables are the durable mirror of the lock state: only the lock server
 -- writes them, and ordinary roles cannot even read them (use the views).
 CREATE SCHEMA lockq;

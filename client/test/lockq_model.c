@@ -22,7 +22,7 @@
  *
  * The model (Model below) knows, for every lock, its holder and the FIFO
  * queue of waiters, blocked lockq_get calls and client-side waiters alike,
- * and predicts the result of every call from README's SQL API: a token (the
+ * and predicts the result of every call from doc/sql.md: a token (the
  * holder's own for a re-entrant call, a new one otherwise), NULL, true,
  * false, or an error with its SQLSTATE.  A blocked lockq_get is "pending":
  * it may only return a token once the model handed it the lock, which
@@ -289,7 +289,7 @@ static double t_start;
 
 /*
  * -k: a grant kept by a lockq_get that was cancelled (or terminated)
- * without receiving it contradicts README ("if the grant raced with the
+ * without receiving it contradicts doc/sql.md ("if the grant raced with the
  * cancel, it is released and passes on at once"); with -k it is reported
  * as a known issue (a TAP TODO line) and the run goes on from that state.
  */
@@ -687,7 +687,7 @@ token_matches(const Op *op, const MLock *L)
 
 /*
  * m_apply applies one call to the model and says what it must return.
- * This is README's SQL API, rule by rule.
+ * This is doc/sql.md, rule by rule.
  */
 static void
 m_apply(Model *m, const Op *op, Expect *x)
@@ -2643,7 +2643,7 @@ kept_grant(int ci, int owner, const char *release, const char *how,
 	st.kept_grants++;
 
 	/*
-	 * README: a cancel that lands after lockq_get has returned (while the
+	 * doc/sql.md: a cancel that lands after lockq_get has returned (while the
 	 * rest of the statement runs) leaves a grant with an explicit owner to
 	 * that owner, which gets it back by asking again; a session-bound one
 	 * is released, as its statement failed.

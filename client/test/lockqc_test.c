@@ -1538,7 +1538,7 @@ proxy_open(lockqc_conn **c, PGconn **m)
  * proxy (argv[3]) until the proxy black-holes everything (SIGUSR1: no
  * reset, new connections accepted and never answered, as a host that
  * vanished).  The wait fails with 08006 within the heartbeat interval of
- * the server's last answer, as the README says, not after a connect
+ * the server's last answer, as doc/liblockq.md says, not after a connect
  * timeout on top.
  */
 static void

@@ -27,7 +27,7 @@
 #   each client served by both server connections;
 # * the lockq CLI waiting and working through the pooler (its NOTIFY is
 #   lost: it learns of the grant from a heartbeat; and its empty search_path
-#   stays on the server connection, which is why README says liblockq wants
+#   stays on the server connection, which is why doc/poolers.md says liblockq wants
 #   a direct connection or a session pooler).
 #
 # Copyright (c) 2026, lockq developers
@@ -663,7 +663,7 @@ SKIP:
 	is($pid_after, $pid_x, 'cli: another client on the server connection lockq run used');
 	# liblockq empties search_path for its session on connect (everything it
 	# runs is qualified anyway); through a transaction pooler that setting
-	# stays on the server connection: README says to give liblockq a direct
+	# stays on the server connection: doc/poolers.md says to give liblockq a direct
 	# connection or a session pooler.
 	note("search_path on that server connection before: '$sp_before', after: '$sp_after'");
 	$c->quit;

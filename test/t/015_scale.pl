@@ -226,7 +226,7 @@ for my $case ([ "lockq_enqueue('Q', 'one-more', '30 s', NULL, '300 s')", 'a clie
 		"$case->[1] beyond lockq.max_waiters ($N) is refused (insufficient resources)");
 	push @sqlstates, $err =~ /ERROR:  (\d{5}):/;
 }
-is("@sqlstates", '53000 53000', 'with SQLSTATE 53000 (insufficient_resources), as README documents');
+is("@sqlstates", '53000 53000', 'with SQLSTATE 53000 (insufficient_resources), as doc/sql.md documents');
 is(stats()->{waiters}, $N, 'the queue did not grow');
 is(scalar_query($node, "SELECT lockq_try('Q', 'not-queued') IS NULL"), 't',
 	'a lockq_try of the busy lock answers NULL (it never queues)');

@@ -5,7 +5,7 @@
 # once, releases racing with a cancel or with a waiter's deadline), many
 # with bad arguments, and checks every result, every token and, after every
 # step, lockq_locks, lockq_waiters and lockq_stats against the model of
-# README's semantics (FIFO hand-off to the head only, re-entrancy, errors
+# doc/sql.md's semantics (FIFO hand-off to the head only, re-entrancy, errors
 # and their SQLSTATEs, nothing left behind).  Three fixed seeds and one
 # random one (printed; LOCKQ_MODEL_SEED sets it), each run's "ok"/"not ok"
 # lines relayed as assertions.  The trace of each run is in
@@ -14,7 +14,7 @@
 #
 # A lockq_get cancelled (or terminated) as the lock is handed to it must
 # either return the token or leave no grant behind; only a grant with an
-# explicit owner may stay with that owner (README: the cancel came after
+# explicit owner may stay with that owner (doc/sql.md: the cancel came after
 # the call returned).  This test found that session-bound ones stayed too.
 #
 # Copyright (c) 2026, lockq developers

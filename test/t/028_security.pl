@@ -6,7 +6,7 @@
 #   - one role with 100 connections, flooding the lock server, filling its
 #     waiter limit and trying to fence another role's grant, delays neither
 #     another role's hand-off nor its requests beyond the documented bound
-#     (README.md, "Security");
+#     (doc/security.md);
 #   - the lock server's memory: refused beyond lockq.max_server_memory
 #     (53200), and returned to the system after a flood;
 #   - lowering lockq.max_ttl bounds renewals of existing leases;

@@ -1,7 +1,7 @@
 # lockq under Patroni, as users run it (Debian 12: Patroni 3.0 and etcd
 # 3.4).  The test starts its own etcd and two Patroni nodes managing a
 # primary and a synchronous standby with lockq preloaded (the settings and
-# the post_bootstrap script README "High availability with Patroni"
+# the post_bootstrap script doc/operations.md, "High availability with Patroni",
 # describes), then runs four clients through three faults:
 #
 #   1. `patronictl switchover` (a clean stop of the primary);

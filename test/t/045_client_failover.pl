@@ -17,7 +17,7 @@
 #     protected work stopped, within 2 s of A's release after a switchover
 #     (not at the end of A's lease: a release lost on a stale connection).
 #     After a failover the server delays the lock until every lease that
-#     may have been answered before its flush and lost has ended (README,
+#     may have been answered before its flush and lost has ended (doc/operations.md,
 #     "Durability and crashes": A's renewals are such leases), so there B
 #     comes within 2 s of the later of A's release and that delay's end as
 #     the new primary has it (lockq.unsettled.delay_until);

@@ -11,7 +11,7 @@
 lockq.lock (threads) and lockq.aio.lock (asyncio) wait in the server's FIFO
 queue without holding a backend (lockq_enqueue, LISTEN, heartbeats), renew
 the lease while the block runs, set lease.lost if it is lost, and release
-on exit.  See the README, "Using lockq from Python / Node / Go".
+on exit.  See client/python/README.md and doc/clients.md.
 """
 
 from ._protocol import (LockCancelled, LockError, LockLost, LockTimeout, Notice,
