@@ -23,7 +23,7 @@
  * Fencing.  lockq_holds(lock, token) on a session-bound grant takes the
  * LWLock shared, checks that the grant is current, and adds one to its
  * fences; the transaction's end takes it off again (lq_grants_release_fences,
- * from lockq_api.c's transaction callback).  The worker, ending a grant,
+ * from lockq_hooks.c's transaction callback).  The worker, ending a grant,
  * takes the LWLock exclusively, marks the grant ENDING and reads its fences
  * (lq_grants_begin_end).  So either the fence was taken first, and the
  * worker sees it and defers the hand-off until the fenced transaction has

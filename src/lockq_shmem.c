@@ -433,7 +433,7 @@ static bool lq_hints_dropped = false;
  * Held-lock hints.  A lockq_get for a lock that somebody else holds cannot
  * be granted before that grant ends, and every end of a grant is decided
  * by the lock server, which applies the arrival ring in order first: such
- * an arrival need not wake the lock server (lockq_api.c, lq_submit), which
+ * an arrival need not wake the lock server (lockq_call.c, lq_submit), which
  * then takes it with the next release, usually in the same wake-up.  The
  * hints say which locks are held, by whom.
  *

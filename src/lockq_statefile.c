@@ -11,7 +11,7 @@
  * its ceilings here, outside the extension, whenever it raises them, and
  * at its start continues above the larger of the two.  (CREATE EXTENSION
  * copies the floors into the new sequences too, so that they replicate: see
- * lockq_api.c.)
+ * lockq_hooks.c.)
  *
  * The file also says how to continue the clock.  Within one boot of the
  * machine, lockq time is CLOCK_BOOTTIME plus an offset that the file

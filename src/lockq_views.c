@@ -25,7 +25,7 @@
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
-#include "lockq_api.h"
+#include "lockq_call.h"
 #include "lockq_clock.h"
 #include "lockq_fastpath.h"
 #include "lockq_fault.h"
@@ -90,7 +90,7 @@ lockq_stats(PG_FUNCTION_ARGS)
 	int			pid;
 	int64		delay_max;
 
-	lq_check_available();
+	lq_call_check_available();
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
 	if (tupdesc->natts != LQ_STATS_NCOLS && tupdesc->natts != LQ_STATS_NCOLS_1_2 &&
@@ -141,7 +141,7 @@ PG_FUNCTION_INFO_V1(lockq_stats_reset);
 Datum
 lockq_stats_reset(PG_FUNCTION_ARGS)
 {
-	lq_check_available();
+	lq_call_check_available();
 	lq_stats_reset();
 	PG_RETURN_VOID();
 }
@@ -161,7 +161,7 @@ lockq_waiting_backends(PG_FUNCTION_ARGS)
 	int			i;
 
 	InitMaterializedSRF(fcinfo, 0);
-	if (!lq_is_available())
+	if (!lq_call_is_available())
 		return (Datum) 0;		/* nothing of ours in shared memory here */
 
 	lq_settle_arrivals();		/* lazy arrivals are shown queued */
@@ -216,7 +216,7 @@ lockq_session_grants(PG_FUNCTION_ARGS)
 	int64		now;
 
 	InitMaterializedSRF(fcinfo, 0);
-	if (!lq_is_available())
+	if (!lq_call_is_available())
 		return (Datum) 0;		/* nothing of ours in shared memory here */
 
 	now = lq_clock_peek();
@@ -266,7 +266,7 @@ lockq_rowless_grants(PG_FUNCTION_ARGS)
 	int			i;
 
 	InitMaterializedSRF(fcinfo, 0);
-	if (!lq_is_available())
+	if (!lq_call_is_available())
 		return (Datum) 0;
 
 	grants = lq_leases_rowless(&n);
@@ -307,7 +307,7 @@ lockq_released_tokens(PG_FUNCTION_ARGS)
 	int			i;
 
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
-	if (!lq_is_available())
+	if (!lq_call_is_available())
 		return (Datum) 0;
 
 	LQ_FAULT("released-tokens-read");

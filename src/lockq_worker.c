@@ -1110,8 +1110,8 @@ lq_plan_batch(LqBatchPlan *plan)
 
 	/*
 	 * Hand-offs held back by fenced transactions are tried again only when
-	 * such a transaction has ended since the last try (lq_end_fences in
-	 * lockq_api.c): while nothing changes they cost nothing.
+	 * such a transaction has ended since the last try (lq_fences_end in
+	 * lockq_fences.c): while nothing changes they cost nothing.
 	 */
 	plan->fence_gen = pg_atomic_read_u64(&lq_shared->fence_gen);
 	plan->retry_deferred = lq_state_has_deferred() &&
@@ -1515,7 +1515,7 @@ lq_override_settings(void)
 
 /*
  * lq_worker_wait_for_drop keeps a starting lock server out of lockq.database
- * while a backend drops it (lq_let_database_go in lockq_api.c): connected,
+ * while a backend drops it (lq_let_database_go in lockq_hooks.c): connected,
  * it would make DROP DATABASE fail.  Ends when that backend's statement
  * ends or the backend is gone.
  */
