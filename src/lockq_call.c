@@ -183,13 +183,13 @@ lq_call_check_available(void)
 }
 
 /*
- * lq_session_exit runs when a backend that has used lockq exits, however it
+ * lq_at_session_exit runs when a backend that has used lockq exits, however it
  * exits (disconnect, FATAL, pg_terminate_backend).  It tells the worker the
  * session is gone so that its session-bound grants and its queue entry go
  * at once; the worker frees the slot afterwards.
  */
 static void
-lq_session_exit(int code, Datum arg)
+lq_at_session_exit(int code, Datum arg)
 {
 	int			slotno = lq_call_slotno();
 	LqSlot	   *slot = &lq_slots[slotno];
@@ -249,7 +249,7 @@ lq_call_attach(void)
 	}
 	ConditionVariableCancelSleep();
 
-	before_shmem_exit(lq_session_exit, (Datum) 0);
+	before_shmem_exit(lq_at_session_exit, (Datum) 0);
 	lq_attached = true;
 }
 
@@ -259,7 +259,7 @@ lq_call_attach(void)
  * the queue entry, or releases a grant the backend will never see.  On an
  * ERROR we wait (bounded, without servicing interrupts) for the worker to
  * confirm, so that the entry is gone by the time the error reaches the
- * client.  On exit lq_session_exit does the rest and nobody waits.
+ * client.  On exit lq_at_session_exit does the rest and nobody waits.
  */
 static void lq_withdraw(int slotno, int wait_ms);
 

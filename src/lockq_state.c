@@ -250,7 +250,7 @@ static HTAB *lq_waiters = NULL;
 static pairingheap *lq_timers = NULL;	/* of LqTimerGroup */
 static HTAB *lq_timer_groups = NULL;	/* LqTimerGroup by role */
 static pairingheap *lq_wait_timers = NULL;
-static bool lq_tables_blocked = false;	/* lq_state_run_wait_timeouts:
+static bool lq_memory_only = false;		/* lq_state_run_wait_timeouts:
 										 * only memory may be touched */
 static dlist_head lq_deferred;
 static LqSession *lq_sessions = NULL;
@@ -869,11 +869,11 @@ lq_reply_forbidden(int slotno, uint64 reqid, const LqRequest *req)
 }
 
 /*
- * lq_session_room: is there room in shared memory for one more
+ * lq_room_for_session_grant: is there room in shared memory for one more
  * session-bound grant?  If not, the request is answered with an error.
  */
 static bool
-lq_session_room(int slotno, uint64 reqid)
+lq_room_for_session_grant(int slotno, uint64 reqid)
 {
 	char		hint[256];
 
@@ -1068,8 +1068,8 @@ lq_state_give_rows(List *lock_ids, bool all)
  * here).  A grant that outlives its session gets a row in lockq.owners, and
  * lq_ledger_lease_shown decides whether the batch must be flushed first.
  * A session-bound grant (h->in_shmem; the caller made sure there is room,
- * lq_session_room) is filed under its session, to end with it, and kept in
- * shared memory only: it needs no row, no flush and no unsettled lock,
+ * lq_room_for_session_grant) is filed under its session, to end with it, and
+ * kept in shared memory only: it needs no row, no flush and no unsettled lock,
  * since a crash ends every session and its holder learns of that from its
  * broken connection, as with pg_advisory_lock.
  */
@@ -1501,7 +1501,7 @@ lq_end_grant(LqLock *lock, LqEndReason why, int64 now)
  * lq_defer_handoff puts an ending grant whose hand-off a fenced transaction
  * holds back on the deferred list.  Its lease timer now counts
  * lockq.fence_timeout from the grant's end: when that runs out, the
- * fencing transactions are ended (lq_end_fences).
+ * fencing transactions are ended (lq_terminate_fencers).
  */
 static void
 lq_defer_handoff(LqLock *lock, bool count)
@@ -1515,14 +1515,14 @@ lq_defer_handoff(LqLock *lock, bool count)
 }
 
 /*
- * lq_end_fences ends the transactions that still hold the hand-off of an
- * ended grant back, lockq.fence_timeout after the grant's end, by
+ * lq_terminate_fencers ends the transactions that still hold the hand-off of
+ * an ended grant back, lockq.fence_timeout after the grant's end, by
  * terminating their sessions (as idle_in_transaction_session_timeout
  * would): a write fenced by them then never commits, and the lock passes
  * on when they are gone.  Checked again every second while any is left.
  */
 static void
-lq_end_fences(LqLock *lock, int64 now)
+lq_terminate_fencers(LqLock *lock, int64 now)
 {
 	List	   *pids;
 	ListCell   *lc;
@@ -1663,7 +1663,7 @@ lq_grant_next(LqLock *lock, int64 now)
 		}
 		w = dlist_head_element(LqWaiter, node, &lock->queue);
 		if (w->client || !w->session_owner ||
-			lq_session_room(w->slot, w->reqid))
+			lq_room_for_session_grant(w->slot, w->reqid))
 			break;
 		lq_waiter_remove(w, true);
 	}
@@ -1853,7 +1853,7 @@ lq_grant_or_refuse(int slotno, uint64 reqid, const LqRequest *req,
 	{
 		int64		token;
 
-		if ((req->session_owner && !lq_session_room(slotno, reqid)) ||
+		if ((req->session_owner && !lq_room_for_session_grant(slotno, reqid)) ||
 			lq_refuse_over_limit(slotno, reqid, req, LQ_LIMIT_GRANT))
 		{
 			lq_lock_maybe_drop(lock);
@@ -1935,7 +1935,7 @@ lq_apply_try(int slotno, uint64 reqid, const LqRequest *req, int64 now)
 	{
 		int64		token;
 
-		if ((req->session_owner && !lq_session_room(slotno, reqid)) ||
+		if ((req->session_owner && !lq_room_for_session_grant(slotno, reqid)) ||
 			lq_refuse_over_limit(slotno, reqid, req, LQ_LIMIT_GRANT))
 			return;
 		lock = lq_lock_lookup(req->lock_id, true);
@@ -2456,7 +2456,7 @@ lq_fire_timer(LqTimer *t, int64 now)
 		LqWaiter   *w = (LqWaiter *) ((char *) t - offsetof(LqWaiter, timer));
 		LqLock	   *lock = w->lock;
 
-		if (!lq_tables_blocked &&
+		if (!lq_memory_only &&
 			((lock->lease.armed && lock->lease.at <= t->at) ||
 			 (lock->delay.armed && lock->delay.at <= t->at)))
 		{
@@ -2473,7 +2473,7 @@ lq_fire_timer(LqTimer *t, int64 now)
 
 		/* a grant its holder released already ends with that */
 		if (lock->in_deferred)
-			lq_end_fences(lock, now);
+			lq_terminate_fencers(lock, now);
 		else if (lock->held && !lock->ending && !lq_released_by_holder(lock))
 			lq_end_grant(lock, LQ_END_EXPIRE, now);
 	}
@@ -2650,7 +2650,7 @@ lq_state_run_wait_timeouts(int64 now)
 {
 	LqTimer    *t;
 
-	lq_tables_blocked = true;
+	lq_memory_only = true;
 	PG_TRY();
 	{
 		while ((t = lq_timer_first(lq_wait_timers)) != NULL && t->at <= now)
@@ -2658,7 +2658,7 @@ lq_state_run_wait_timeouts(int64 now)
 	}
 	PG_FINALLY();
 	{
-		lq_tables_blocked = false;
+		lq_memory_only = false;
 	}
 	PG_END_TRY();
 }

@@ -218,7 +218,7 @@ lq_store_try_lock(LqLockFailure *fail)
 static RelFileNode lq_loaded_files[3];
 
 static void
-lq_state_relids(Oid *relids)
+lq_store_relids(Oid *relids)
 {
 	relids[0] = lq_owners_rel;
 	relids[1] = lq_queue_rel;
@@ -250,7 +250,7 @@ lq_store_note_files(void)
 	Oid			relids[3];
 	int			i;
 
-	lq_state_relids(relids);
+	lq_store_relids(relids);
 	for (i = 0; i < lengthof(relids); i++)
 		lq_loaded_files[i] = lq_current_file(relids[i]);
 }
@@ -269,7 +269,7 @@ lq_store_rewritten(void)
 	Oid			relids[3];
 	int			i;
 
-	lq_state_relids(relids);
+	lq_store_relids(relids);
 	for (i = 0; i < lengthof(relids); i++)
 	{
 		RelFileNode node;
