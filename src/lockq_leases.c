@@ -22,7 +22,7 @@
  * Grants without a row.  A grant that such a marker covers for its lease
  * as well as its end needs no lockq.owners row either (a crash ends it
  * whether or not the row survives), and the lock server keeps it without
- * one for its first lockq.grant_row_delay (lockq_state.c, lq_grant): then
+ * one for its first lockq.grant_row_delay (lockq_rules.c, lq_grant): then
  * its entry, marked rowless, is its only record outside the lock server.
  * Such an entry is not revoked; the views list it (lq_leases_rowless); and
  * lockq_holds fences the grant here, counting the fence in the entry

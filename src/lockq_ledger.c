@@ -609,7 +609,7 @@ lq_ledger_settle_markers(int64 now)
 /*
  * lq_ledger_take_needs_rows returns (and forgets) the locks whose markers
  * could not settle because a grant there may have no row: the caller gives
- * those grants their rows (lq_state_give_rows), in this batch, so that the
+ * those grants their rows (lq_rules_give_rows), in this batch, so that the
  * marker can settle in a later one.  *all: every lock's.
  */
 List *

@@ -48,7 +48,7 @@ extern void lq_ledger_settle_markers(int64 now);
 extern int64 lq_ledger_next_deadline(void);
 extern List *lq_ledger_take_needs_rows(bool *all);
 
-/* Values and promises the rules hand out (lockq_state.c). */
+/* Values and promises the rules hand out (lockq_rules.c). */
 extern int64 lq_ledger_tick(void);
 extern void lq_ledger_extend_clock(int64 now);
 extern int64 lq_ledger_next_token(void);

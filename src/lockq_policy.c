@@ -14,7 +14,7 @@
  *
  * The checks run in the backend, before a request reaches the lock server:
  * the limits travel with the request (the lock server counts and enforces,
- * lockq_state.c); a lock id outside the role's namespaces is refused here.
+ * lockq_rules.c); a lock id outside the role's namespaces is refused here.
  *
  * Copyright (c) 2026, lockq developers
  * This file is part of lockq, released under the PostgreSQL License

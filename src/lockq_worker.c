@@ -71,12 +71,12 @@
 #include "lockq_fastpath.h"
 #include "lockq_fault.h"
 #include "lockq_grants.h"
-#include "lockq_leases.h"
 #include "lockq_guc.h"
+#include "lockq_leases.h"
 #include "lockq_ledger.h"
 #include "lockq_outbox.h"
+#include "lockq_rules.h"
 #include "lockq_shmem.h"
-#include "lockq_state.h"
 #include "lockq_store.h"
 #include "lockq_worker.h"
 
@@ -213,7 +213,7 @@ lq_handle_gave_up(int slotno, const LqSlotView *v, int64 now)
 {
 	if (lq_blocked != NULL &&
 		((v->cancel && v->state == LQ_SLOT_DONE) ||
-		 (v->ended && lq_state_session_holds(slotno))))
+		 (v->ended && lq_rules_session_holds(slotno))))
 	{
 		lq_defer(lq_entry_request(slotno));
 		return;
@@ -221,17 +221,17 @@ lq_handle_gave_up(int slotno, const LqSlotView *v, int64 now)
 	if (v->cancel)
 	{
 		if (v->state == LQ_SLOT_ACTIVE)
-			lq_state_cancel_wait(slotno, v->reqid, now);
+			lq_rules_cancel_wait(slotno, v->reqid, now);
 		else if (v->state == LQ_SLOT_DONE)
 		{
-			lq_state_undo_grant(&v->req, &v->res, now);
+			lq_rules_undo_grant(&v->req, &v->res, now);
 			if (v->req.op == LQ_OP_AWAIT || v->req.op == LQ_OP_ENQUEUE)
-				lq_state_unpicked_grant(&v->req, &v->res, now);
+				lq_rules_unpicked_grant(&v->req, &v->res, now);
 		}
 	}
 	if (v->ended)
 	{
-		lq_state_session_end(slotno, v->pid, v->start, now);
+		lq_rules_session_end(slotno, v->pid, v->start, now);
 		lq_outbox_free(slotno, v->reqid);
 	}
 	else
@@ -305,7 +305,7 @@ lq_handle_slot(int slotno, int64 now)
 	else if (lq_blocked != NULL)
 		lq_defer(lq_entry_request(slotno));
 	else
-		lq_state_apply(slotno, v.reqid, &v.req, now);
+		lq_rules_apply(slotno, v.reqid, &v.req, now);
 }
 
 /*
@@ -333,7 +333,7 @@ lq_handle_quick(int slotno, int64 now)
 		return;					/* a stale ring entry: already applied */
 
 	lq_stat_add(LQ_STAT_REQUESTS, 1);
-	lq_state_quick_release(lock_id, token, now);
+	lq_rules_quick_release(lock_id, token, now);
 	lq_outbox_quick_done(slotno);
 }
 
@@ -378,7 +378,7 @@ lq_handle_entry(LqEntry entry, int64 now)
  * lq_drop_quick gives up on the oldest quick release of a slot, whose
  * application keeps failing.  The session was told the lock is released,
  * and it is marked so in shared memory: the state rebuilt next ends it
- * (lq_state_load ends released grants that no slot still has queued).
+ * (lq_rules_load ends released grants that no slot still has queued).
  */
 static void
 lq_drop_quick(int slotno, const char *message)
@@ -476,7 +476,7 @@ lq_slots_in_flight(void)
 
 		SpinLockAcquire(&slot->mutex);
 		if (slot->state == LQ_SLOT_ACTIVE &&
-			!lq_state_is_waiting(i, slot->reqid) && !lq_outbox_answered(i))
+			!lq_rules_is_waiting(i, slot->reqid) && !lq_outbox_answered(i))
 			slot->state = LQ_SLOT_PENDING;
 		busy = slot->state != LQ_SLOT_FREE &&
 			(slot->state != LQ_SLOT_IDLE || slot->session_ended ||
@@ -693,7 +693,7 @@ lq_commit_batch(void)
 	LQ_FAULT("batch-after-publish");
 	if (!lq_fast_open)
 		lq_fast_maybe_open();
-	lq_state_publish_gauges();
+	lq_rules_publish_gauges();
 	lq_stat_add(LQ_STAT_BATCHES, 1);
 	if (sync)
 		lq_stat_add(LQ_STAT_SYNC_COMMITS, 1);
@@ -858,7 +858,7 @@ lq_lock_or_raise(void)
 static void
 lq_fast_maybe_open(void)
 {
-	if (!OidIsValid(lq_ext_oid) || lq_state_every_lock_delayed(lq_clock_peek()))
+	if (!OidIsValid(lq_ext_oid) || lq_rules_every_lock_delayed(lq_clock_peek()))
 		return;
 	lq_fast_start();
 	lq_fast_open = true;
@@ -908,8 +908,8 @@ lq_recover_state(void)
 	lq_store_note_files();
 	now = lq_ledger_start(!lq_shared->started);
 	delays = lq_ledger_load(now, &all_until);
-	lq_state_load(now, delays, all_until);
-	(void) lq_state_run_timers(now);
+	lq_rules_load(now, delays, all_until);
+	(void) lq_rules_run_timers(now);
 	if (!lq_careful)
 	{
 		List	   *slots = lq_slots_in_flight();
@@ -1114,7 +1114,7 @@ lq_plan_batch(LqBatchPlan *plan)
 	 * lockq_fences.c): while nothing changes they cost nothing.
 	 */
 	plan->fence_gen = pg_atomic_read_u64(&lq_shared->fence_gen);
-	plan->retry_deferred = lq_state_has_deferred() &&
+	plan->retry_deferred = lq_rules_has_deferred() &&
 		plan->fence_gen != lq_fence_gen_seen;
 
 	if (n == 0 && !overflow && lq_recheck == NIL &&
@@ -1156,7 +1156,7 @@ lq_apply_batch(const LqBatchPlan *plan)
 	lq_set_blocked(!lq_store_try_lock(&lq_blocked_data));
 	if (lq_blocked != NULL)
 	{
-		lq_state_run_wait_timeouts(plan->now);
+		lq_rules_run_wait_timeouts(plan->now);
 		foreach(lc, plan->entries)
 			lq_handle_entry(lfirst_int(lc), plan->now);
 		return true;
@@ -1165,16 +1165,16 @@ lq_apply_batch(const LqBatchPlan *plan)
 		return false;
 	if (plan->now + LQ_CLOCK_MARGIN_US > lq_clock_ceiling())
 		lq_ledger_extend_clock(plan->now);
-	(void) lq_state_run_timers(plan->now);
+	(void) lq_rules_run_timers(plan->now);
 	foreach(lc, plan->entries)
 	{
 		lq_handle_entry(lfirst_int(lc), plan->now);
 		LQ_FAULT("batch-apply");
 	}
-	lq_timers_left = lq_state_run_timers(plan->now);
+	lq_timers_left = lq_rules_run_timers(plan->now);
 	if (plan->retry_deferred)
 	{
-		lq_state_retry_deferred(plan->now);
+		lq_rules_retry_deferred(plan->now);
 		lq_fence_gen_seen = plan->fence_gen;
 	}
 	lq_ledger_settle_markers(plan->now);
@@ -1182,7 +1182,7 @@ lq_apply_batch(const LqBatchPlan *plan)
 		bool		all;
 		List	   *rows = lq_ledger_take_needs_rows(&all);
 
-		lq_state_give_rows(rows, all);
+		lq_rules_give_rows(rows, all);
 		list_free_deep(rows);
 	}
 	return true;
@@ -1247,7 +1247,7 @@ lq_batch(void)
 static int64
 lq_next_deadline(void)
 {
-	int64		a = lq_state_next_deadline();
+	int64		a = lq_rules_next_deadline();
 	int64		b = lq_ledger_next_deadline();
 
 	if (a == 0 || (b != 0 && b < a))
@@ -1326,7 +1326,7 @@ lq_report_waiting(void)
 
 /*
  * lq_compact_if_oversized rebuilds the state when it holds far more memory
- * than it needs (lq_state_oversized), at most once a minute.
+ * than it needs (lq_rules_oversized), at most once a minute.
  */
 static void
 lq_compact_if_oversized(void)
@@ -1337,7 +1337,7 @@ lq_compact_if_oversized(void)
 	Size		after;
 
 	if (!TimestampDifferenceExceeds(last, now, 60 * 1000) ||
-		!lq_state_oversized(&before))
+		!lq_rules_oversized(&before))
 		return;
 	last = now;
 	if (!lq_recover())
@@ -1346,7 +1346,7 @@ lq_compact_if_oversized(void)
 	/* freed blocks below the top of the heap go back to the system too */
 	(void) malloc_trim(0);
 #endif
-	(void) lq_state_oversized(&after);
+	(void) lq_rules_oversized(&after);
 	ereport(LOG,
 			(errmsg("lockq lock server rebuilt its state to return memory: %zu MB before, %zu MB after",
 					before / (1024 * 1024), after / (1024 * 1024))));
@@ -1463,7 +1463,7 @@ lq_worker_stop(void)
 		lq_lock_or_raise();
 
 		/* grants kept without a row get theirs before every marker goes */
-		lq_state_give_rows(NIL, true);
+		lq_rules_give_rows(NIL, true);
 		lq_ledger_stop(last);
 		LQ_FAULT("worker-stop");
 		lq_commit_batch();
@@ -1627,7 +1627,7 @@ lockq_worker_main(Datum main_arg)
 	lq_ledger_init();
 	lq_ring_buf = MemoryContextAlloc(TopMemoryContext,
 									 sizeof(LqEntry) * LQ_MAX_BATCH_SIZE);
-	lq_state_init();
+	lq_rules_init();
 	CacheRegisterRelcacheCallback(lq_relcache_callback, (Datum) 0);
 
 	SpinLockAcquire(&lq_shared->mutex);

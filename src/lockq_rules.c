@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * lockq_state.c
+ * lockq_rules.c
  *		The lock server's in-memory lock table and the rules of lockq: FIFO
  *		queues, hand-off to the head, leases, re-entrancy, and what cancels
  *		and session ends leave behind (nothing).
@@ -28,7 +28,7 @@
  * (see LICENSE).
  *
  * IDENTIFICATION
- *		src/lockq_state.c
+ *		src/lockq_rules.c
  *
  *-------------------------------------------------------------------------
  */
@@ -44,15 +44,15 @@
 #include "utils/memutils.h"
 
 #include "lockq_clock.h"
-#include "lockq_fault.h"
 #include "lockq_fastpath.h"
+#include "lockq_fault.h"
 #include "lockq_grants.h"
-#include "lockq_leases.h"
 #include "lockq_guc.h"
+#include "lockq_leases.h"
 #include "lockq_ledger.h"
 #include "lockq_outbox.h"
+#include "lockq_rules.h"
 #include "lockq_shmem.h"
-#include "lockq_state.h"
 #include "lockq_store.h"
 
 /*
@@ -64,7 +64,7 @@
  * waiter's role; delays after a restart in a group of their own), and
  * lq_timers orders the groups by their earliest deadline.  A batch fires
  * the due timers of the groups in turns, a slice each, and at most
- * LQ_TIMERS_PER_BATCH (lq_state_run_timers), so that one role's wave of
+ * LQ_TIMERS_PER_BATCH (lq_rules_run_timers), so that one role's wave of
  * expiries delays another role's hand-offs by a slice, not by the wave.
  */
 #define LQ_TIMER_SLICE			32
@@ -98,7 +98,7 @@ struct LqTimerGroup
 	int64		first_at;		/* its earliest deadline, while queued */
 	bool		queued;			/* in lq_timers (not while it has no timer,
 								 * nor during its turn in
-								 * lq_state_run_timers) */
+								 * lq_rules_run_timers) */
 	bool		in_turn;
 };
 
@@ -244,13 +244,13 @@ typedef enum LqEndReason
 	LQ_END_CANCEL
 } LqEndReason;
 
-static MemoryContext lq_state_cxt = NULL;
+static MemoryContext lq_rules_cxt = NULL;
 static HTAB *lq_locks = NULL;
 static HTAB *lq_waiters = NULL;
 static pairingheap *lq_timers = NULL;	/* of LqTimerGroup */
 static HTAB *lq_timer_groups = NULL;	/* LqTimerGroup by role */
 static pairingheap *lq_wait_timers = NULL;
-static bool lq_memory_only = false;		/* lq_state_run_wait_timeouts:
+static bool lq_memory_only = false;		/* lq_rules_run_wait_timeouts:
 										 * only memory may be touched */
 static dlist_head lq_deferred;
 static LqSession *lq_sessions = NULL;
@@ -357,7 +357,7 @@ lq_timer_group(Oid role)
 
 	if (!found)
 	{
-		MemoryContext old = MemoryContextSwitchTo(lq_state_cxt);
+		MemoryContext old = MemoryContextSwitchTo(lq_rules_cxt);
 
 		g->heap = pairingheap_allocate(lq_timer_cmp, NULL);
 		g->queued = false;
@@ -421,37 +421,37 @@ lq_timer_first_of_groups(void)
 }
 
 /*
- * lq_state_reset forgets everything (the tables stay as they are).
+ * lq_rules_reset forgets everything (the tables stay as they are).
  */
 static void
-lq_state_reset(void)
+lq_rules_reset(void)
 {
 	HASHCTL		ctl;
 	int			i;
 	MemoryContext old;
 
-	MemoryContextReset(lq_state_cxt);
+	MemoryContextReset(lq_rules_cxt);
 	lq_hint_reset();
-	old = MemoryContextSwitchTo(lq_state_cxt);
+	old = MemoryContextSwitchTo(lq_rules_cxt);
 
 	memset(&ctl, 0, sizeof(ctl));
 	ctl.keysize = LQ_MAX_ID_LEN + 1;
 	ctl.entrysize = sizeof(LqLock);
-	ctl.hcxt = lq_state_cxt;
+	ctl.hcxt = lq_rules_cxt;
 	lq_locks = hash_create("lockq locks", 1024, &ctl,
 						   HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
 
 	memset(&ctl, 0, sizeof(ctl));
 	ctl.keysize = sizeof(LqWaiterKey);
 	ctl.entrysize = sizeof(LqWaiter);
-	ctl.hcxt = lq_state_cxt;
+	ctl.hcxt = lq_rules_cxt;
 	lq_waiters = hash_create("lockq waiters", 1024, &ctl,
 							 HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 
 	memset(&ctl, 0, sizeof(ctl));
 	ctl.keysize = sizeof(Oid);
 	ctl.entrysize = sizeof(LqRoleUsage);
-	ctl.hcxt = lq_state_cxt;
+	ctl.hcxt = lq_rules_cxt;
 	lq_roles = hash_create("lockq role usage", 64, &ctl,
 						   HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 
@@ -459,7 +459,7 @@ lq_state_reset(void)
 	memset(&ctl, 0, sizeof(ctl));
 	ctl.keysize = sizeof(Oid);
 	ctl.entrysize = sizeof(LqTimerGroup);
-	ctl.hcxt = lq_state_cxt;
+	ctl.hcxt = lq_rules_cxt;
 	lq_timer_groups = hash_create("lockq timer groups", 64, &ctl,
 								  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 	lq_wait_timers = pairingheap_allocate(lq_timer_cmp, NULL);
@@ -485,14 +485,14 @@ lq_state_reset(void)
 }
 
 /*
- * lq_state_init creates the state's memory context.  Worker start only.
+ * lq_rules_init creates the state's memory context.  Worker start only.
  */
 void
-lq_state_init(void)
+lq_rules_init(void)
 {
-	lq_state_cxt = AllocSetContextCreate(TopMemoryContext, "lockq state",
+	lq_rules_cxt = AllocSetContextCreate(TopMemoryContext, "lockq state",
 										 ALLOCSET_DEFAULT_SIZES);
-	lq_state_reset();
+	lq_rules_reset();
 }
 
 /*
@@ -510,7 +510,7 @@ lq_queue_length_changed(int from, int to)
 		while (size <= to)
 			size *= 2;
 		if (lq_qlen_locks == NULL)
-			lq_qlen_locks = MemoryContextAllocZero(lq_state_cxt,
+			lq_qlen_locks = MemoryContextAllocZero(lq_rules_cxt,
 												   size * sizeof(int));
 		else
 		{
@@ -568,7 +568,7 @@ lq_role_count(Oid role, size_t field, int delta)
 static char *
 lq_strdup(const char *s)
 {
-	return (s == NULL || s[0] == '\0') ? NULL : MemoryContextStrdup(lq_state_cxt, s);
+	return (s == NULL || s[0] == '\0') ? NULL : MemoryContextStrdup(lq_rules_cxt, s);
 }
 
 static void
@@ -1034,12 +1034,12 @@ lq_give_row(LqLock *lock)
 }
 
 /*
- * lq_state_give_rows gives the grants of these locks (lock ids), or of every
+ * lq_rules_give_rows gives the grants of these locks (lock ids), or of every
  * lock without a row when all, their rows: see lq_give_row.  Lock server,
  * inside a batch.
  */
 void
-lq_state_give_rows(List *lock_ids, bool all)
+lq_rules_give_rows(List *lock_ids, bool all)
 {
 	ListCell   *lc;
 
@@ -1799,7 +1799,7 @@ lq_refuse_over_limit(int slotno, uint64 reqid, const LqRequest *req,
 	char		msg[256];
 	char		hint[512];
 
-	if (MemoryContextMemAllocated(lq_state_cxt, true) >
+	if (MemoryContextMemAllocated(lq_rules_cxt, true) >
 		(Size) lockq_max_server_memory * 1024 * 1024)
 	{
 		lq_reply_fail(slotno, reqid, ERRCODE_OUT_OF_MEMORY,
@@ -2243,11 +2243,11 @@ lq_apply_release_session(int slotno, uint64 reqid, int64 now)
 }
 
 /*
- * lq_state_quick_release applies a quick release (see lockq_release): the
+ * lq_rules_quick_release applies a quick release (see lockq_release): the
  * session released its grant with this token already, and was told so.
  */
 void
-lq_state_quick_release(const char *lock_id, int64 token, int64 now)
+lq_rules_quick_release(const char *lock_id, int64 token, int64 now)
 {
 	LqLock	   *lock = lq_lock_lookup(lock_id, false);
 
@@ -2256,16 +2256,16 @@ lq_state_quick_release(const char *lock_id, int64 token, int64 now)
 }
 
 /*
- * lq_state_apply applies one request.  now is the batch's clock reading;
+ * lq_rules_apply applies one request.  now is the batch's clock reading;
  * values that others see (queue ts, acquisition time) are fresh ticks.
  */
 void
-lq_state_apply(int slotno, uint64 reqid, const LqRequest *req, int64 now)
+lq_rules_apply(int slotno, uint64 reqid, const LqRequest *req, int64 now)
 {
 	lq_stat_add(LQ_STAT_REQUESTS, 1);
 	if (req->op != LQ_OP_RELEASE_SESSION && req->op != LQ_OP_CLOCK &&
 		req->op != LQ_OP_NONE)
-		lq_state_fire_due_for(req->lock_id, req->owner, now);
+		lq_rules_fire_due_for(req->lock_id, req->owner, now);
 
 	switch (req->op)
 	{
@@ -2311,11 +2311,11 @@ lq_state_apply(int slotno, uint64 reqid, const LqRequest *req, int64 now)
 }
 
 /*
- * lq_state_is_waiting: is the slot's request reqid queued in a lock, or a
+ * lq_rules_is_waiting: is the slot's request reqid queued in a lock, or a
  * lockq_await waiting for a client-side waiter?
  */
 bool
-lq_state_is_waiting(int slotno, uint64 reqid)
+lq_rules_is_waiting(int slotno, uint64 reqid)
 {
 	LqWaiter   *w = lq_sessions[slotno].waiter;
 	LqWaiter   *a = lq_sessions[slotno].awaiting;
@@ -2325,12 +2325,12 @@ lq_state_is_waiting(int slotno, uint64 reqid)
 }
 
 /*
- * lq_state_cancel_wait removes the queued lockq_get of a slot whose backend
+ * lq_rules_cancel_wait removes the queued lockq_get of a slot whose backend
  * gave up (cancel, statement_timeout, exit).  A lockq_await given up
  * leaves its client-side waiter queued, with a new heartbeat window.
  */
 void
-lq_state_cancel_wait(int slotno, uint64 reqid, int64 now)
+lq_rules_cancel_wait(int slotno, uint64 reqid, int64 now)
 {
 	LqWaiter   *w = lq_sessions[slotno].waiter;
 	LqWaiter   *a = lq_sessions[slotno].awaiting;
@@ -2347,7 +2347,7 @@ lq_state_cancel_wait(int slotno, uint64 reqid, int64 now)
 }
 
 /*
- * lq_state_unpicked_grant: a lockq_await (or an enqueue's wait) was answered
+ * lq_rules_unpicked_grant: a lockq_await (or an enqueue's wait) was answered
  * with a grant and its full lease, and its session gave up before it read
  * the answer (a cancel, or the session ended).  The grant stays with the
  * waiter's owner, whose client finds it with its next call, but nobody has
@@ -2357,7 +2357,7 @@ lq_state_cancel_wait(int slotno, uint64 reqid, int64 now)
  * owner lengthens it again.
  */
 void
-lq_state_unpicked_grant(const LqRequest *req, const LqResult *res, int64 now)
+lq_rules_unpicked_grant(const LqRequest *req, const LqResult *res, int64 now)
 {
 	LqLock	   *lock;
 	int64		until;
@@ -2375,12 +2375,12 @@ lq_state_unpicked_grant(const LqRequest *req, const LqResult *res, int64 now)
 }
 
 /*
- * lq_state_undo_grant hands back a grant that the request's answer
+ * lq_rules_undo_grant hands back a grant that the request's answer
  * brought, when its session gave up on the answer (a cancel): the lock
  * passes on.  Only a grant the request created (fresh_grant).
  */
 void
-lq_state_undo_grant(const LqRequest *req, const LqResult *res, int64 now)
+lq_rules_undo_grant(const LqRequest *req, const LqResult *res, int64 now)
 {
 	LqLock	   *lock;
 
@@ -2392,18 +2392,18 @@ lq_state_undo_grant(const LqRequest *req, const LqResult *res, int64 now)
 }
 
 /*
- * lq_state_session_end drops what a finished session had: its queued
+ * lq_rules_session_end drops what a finished session had: its queued
  * lockq_get and every grant taken with owner NULL.
  */
 void
-lq_state_session_end(int slotno, int pid, int64 session_start, int64 now)
+lq_rules_session_end(int slotno, int pid, int64 session_start, int64 now)
 {
 	LqSession  *s = &lq_sessions[slotno];
 	dlist_mutable_iter iter;
 
 	lq_adopt_fast_of_slot(slotno);
 	if (s->waiter != NULL)
-		lq_state_cancel_wait(slotno, s->waiter->reqid, now);
+		lq_rules_cancel_wait(slotno, s->waiter->reqid, now);
 	if (s->awaiting != NULL)
 		lq_await_end(s->awaiting, false, now);
 
@@ -2439,7 +2439,7 @@ lq_timer_role_of(const LqTimer *t, Oid *role)
  * lock came due no later (its holder's lease end, its delay) fires first, as
  * it would have in one heap: a waiter whose lock passed to it before its
  * deadline is granted, not timed out or dropped.  Groups take turns
- * (lq_state_run_timers), so the lock's timer may still be armed.  Returns
+ * (lq_rules_run_timers), so the lock's timer may still be armed.  Returns
  * the waiter's timer if it is still due, or NULL (granted, or gone).
  */
 static LqTimer *lq_fire_due_of(const char *lock_id, const char *owner,
@@ -2552,15 +2552,15 @@ lq_fire_due_of(const char *lock_id, const char *owner, int64 at, int64 now)
 }
 
 /*
- * lq_state_fire_due_for fires what came due of one lock and of owner's wait
+ * lq_rules_fire_due_for fires what came due of one lock and of owner's wait
  * for it, before a request about them is applied: the per-role turns of
- * lq_state_run_timers may have left such timers armed, and a request must
+ * lq_rules_run_timers may have left such timers armed, and a request must
  * find the state as if every deadline before it had passed (a renewal of a
  * lease that has ended fails; a heartbeat after the waiter's deadline finds
  * it dropped).
  */
 void
-lq_state_fire_due_for(const char *lock_id, const char *owner, int64 now)
+lq_rules_fire_due_for(const char *lock_id, const char *owner, int64 now)
 {
 	LqTimer    *t;
 
@@ -2578,7 +2578,7 @@ lq_state_fire_due_for(const char *lock_id, const char *owner, int64 now)
 }
 
 /*
- * lq_state_run_timers fires the deadlines up to now: leases expire and pass
+ * lq_rules_run_timers fires the deadlines up to now: leases expire and pass
  * on; client-side waiters that missed their heartbeat are dropped;
  * lockq_get calls that reached their timeout are answered with TIMEOUT.
  * The timeouts of lockq_get calls all fire.  The other timers are in one
@@ -2588,10 +2588,10 @@ lq_state_fire_due_for(const char *lock_id, const char *owner, int64 now)
  * role's hand-off by one slice, and the batch by a few milliseconds, and
  * the rest fire in the next batches.  Returns true when timers are left due
  * (the lock server runs the next batch at once).  Requests about a lock
- * fire its due timers first (lq_state_fire_due_for).
+ * fire its due timers first (lq_rules_fire_due_for).
  */
 bool
-lq_state_run_timers(int64 now)
+lq_rules_run_timers(int64 now)
 {
 	int			budget = LQ_TIMERS_PER_BATCH;
 	LqTimer    *t;
@@ -2640,13 +2640,13 @@ lq_state_run_timers(int64 now)
 }
 
 /*
- * lq_state_run_wait_timeouts fires only the timeouts of waiting lockq_get
+ * lq_rules_run_wait_timeouts fires only the timeouts of waiting lockq_get
  * calls that are due: removing a waiter touches nothing but memory (a lock
  * with waiters is held, so nobody is granted).  Used while lockq's tables
  * cannot be written.
  */
 void
-lq_state_run_wait_timeouts(int64 now)
+lq_rules_run_wait_timeouts(int64 now)
 {
 	LqTimer    *t;
 
@@ -2664,31 +2664,31 @@ lq_state_run_wait_timeouts(int64 now)
 }
 
 /*
- * lq_state_every_lock_delayed: is every lock still delayed after a crash
+ * lq_rules_every_lock_delayed: is every lock still delayed after a crash
  * (the wide marker), locks the rules have not met yet included?
  */
 bool
-lq_state_every_lock_delayed(int64 now)
+lq_rules_every_lock_delayed(int64 now)
 {
 	return lq_all_until > now;
 }
 
 /*
- * lq_state_session_holds: does the session of slotno hold session-bound
+ * lq_rules_session_holds: does the session of slotno hold session-bound
  * grants?  Ending those may hand locks on to waiters that need the tables.
  */
 bool
-lq_state_session_holds(int slotno)
+lq_rules_session_holds(int slotno)
 {
 	return !dlist_is_empty(&lq_sessions[slotno].held);
 }
 
 /*
- * lq_state_retry_deferred tries again to finish every ending grant whose
+ * lq_rules_retry_deferred tries again to finish every ending grant whose
  * row a fenced transaction held.
  */
 void
-lq_state_retry_deferred(int64 now)
+lq_rules_retry_deferred(int64 now)
 {
 	dlist_mutable_iter iter;
 
@@ -2701,17 +2701,17 @@ lq_state_retry_deferred(int64 now)
 }
 
 bool
-lq_state_has_deferred(void)
+lq_rules_has_deferred(void)
 {
 	return !dlist_is_empty(&lq_deferred);
 }
 
 /*
- * lq_state_next_deadline returns the earliest armed deadline (or the end of
+ * lq_rules_next_deadline returns the earliest armed deadline (or the end of
  * the grace period), 0 if none.
  */
 int64
-lq_state_next_deadline(void)
+lq_rules_next_deadline(void)
 {
 	int64		next = 0;
 	LqTimer    *a = lq_timer_first_of_groups();
@@ -2725,24 +2725,24 @@ lq_state_next_deadline(void)
 }
 
 /*
- * lq_state_oversized: does the state hold far more memory than what is in
+ * lq_rules_oversized: does the state hold far more memory than what is in
  * it needs (after a flood of locks or waiters has ended: dynahash never
  * shrinks, and freed entries stay on its free lists)?  Then rebuilding it
  * from the tables returns the memory.  Returns the memory it holds, in
  * *held.
  */
 bool
-lq_state_oversized(Size *held)
+lq_rules_oversized(Size *held)
 {
 	Size		live = (Size) (hash_get_num_entries(lq_locks) +
 							   hash_get_num_entries(lq_waiters)) * 2048;
 
-	*held = MemoryContextMemAllocated(lq_state_cxt, true);
+	*held = MemoryContextMemAllocated(lq_rules_cxt, true);
 	return *held > (Size) 32 * 1024 * 1024 && live < *held / 4;
 }
 
 void
-lq_state_publish_gauges(void)
+lq_rules_publish_gauges(void)
 {
 	/* a delay of every lock counts once, for alerts on delayed_locks > 0 */
 	bool		all = lq_all_until > 0 && lq_all_until > lq_clock_peek();
@@ -2753,7 +2753,7 @@ lq_state_publish_gauges(void)
 	pg_atomic_write_u64(&lq_shared->delay_max,
 						(uint64) (all ? Max(lq_delay_max, lq_all_until) : lq_delay_max));
 	pg_atomic_write_u64(&lq_shared->state_bytes,
-						(uint64) MemoryContextMemAllocated(lq_state_cxt, true));
+						(uint64) MemoryContextMemAllocated(lq_rules_cxt, true));
 	pg_atomic_write_u64(&lq_shared->longest_queue, (uint64) lq_longest);
 	/* after a lockq_stats_reset that read a longest queue older than this */
 	lq_stat_queue_length((uint64) lq_longest);
@@ -3039,7 +3039,7 @@ lq_load_backend_waiters(void)
 }
 
 /*
- * lq_state_load rebuilds the lock table from the tables (after worker start
+ * lq_rules_load rebuilds the lock table from the tables (after worker start
  * or an error).  Grants and waiters of sessions that are gone are dropped,
  * and a free lock with waiters (possible only if rows were lost) is handed
  * on.  Until all_until (the wide marker's delay) no lock is granted, named
@@ -3047,7 +3047,7 @@ lq_load_backend_waiters(void)
  * caller.
  */
 void
-lq_state_load(int64 now, List *delays, int64 all_until)
+lq_rules_load(int64 now, List *delays, int64 all_until)
 {
 	LqLoad		load;
 	ListCell   *lc;
@@ -3055,7 +3055,7 @@ lq_state_load(int64 now, List *delays, int64 all_until)
 	LqLock	   *lock;
 	List	   *orphans = NIL;
 
-	lq_state_reset();
+	lq_rules_reset();
 	if (all_until <= now)
 		all_until = 0;
 	foreach(lc, delays)
