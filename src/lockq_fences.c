@@ -16,7 +16,7 @@
  *	- a leased grant kept without its lockq.owners row: a count in its
  *	  entry in the table of quick releases (lockq_leases.c);
  *	- any other leased grant: a KEY SHARE lock on its row in lockq.owners
- *	  (lockq_store.c), which ends with the transaction by itself.
+ *	  (lockq_tables.c), which ends with the transaction by itself.
  * The counts are taken off again at the end of the transaction
  * (lq_fences_end, from the transaction callback in lockq_hooks.c), which
  * also tells the lock server: it may have hand-offs waiting for them.
@@ -41,7 +41,7 @@
 #include "lockq_leases.h"
 #include "lockq_policy.h"
 #include "lockq_shmem.h"
-#include "lockq_store.h"
+#include "lockq_tables.h"
 
 static bool lq_fenced = false;	/* this transaction holds a fence */
 
@@ -103,7 +103,7 @@ lq_fences_hold(const char *lock_id, int64 token)
 	{
 		/* released by a session: the lock server has yet to delete the row */
 		held = lq_leases_is_released(lock_id, token) ? LQ_HELD_NO :
-			lq_store_holds(lock_id, token, now, role, admin);
+			lq_tables_holds(lock_id, token, now, role, admin);
 		if (held == LQ_HELD_FENCED)
 			lq_fenced = true;
 		/* released while the row lock was taken: false (the hand-off waits) */

@@ -24,7 +24,7 @@
  *	  lock unsettled (or raising its until) flushes the batch; every later
  *	  batch that the row covers need not be flushed.  After a crash the
  *	  lock server ends such grants of unsettled locks and delays every
- *	  unsettled lock until its leases have ended (lq_store_settle); every
+ *	  unsettled lock until its leases have ended (lq_tables_settle); every
  *	  other lock is exactly as its last flushed batch left it, and is
  *	  available at once.  An end by the passing of time needs nothing: the
  *	  row's lease end is durable, and the clock never goes back.
@@ -67,7 +67,7 @@
 #include "lockq_ledger.h"
 #include "lockq_shmem.h"
 #include "lockq_statefile.h"
-#include "lockq_store.h"
+#include "lockq_tables.h"
 
 /* How far an unsettled lock's until is set beyond the lease that needs it. */
 #define LQ_UNSETTLED_SLACK_US	(INT64CONST(2) * 1000000)
@@ -317,14 +317,14 @@ lq_marker_write(LqMarker *m)
 	row.delay_until = m->delay_until;
 	row.hold_token = m->hold_token;
 	row.hold_until = m->hold_until;
-	lq_store_unsettled_put(&row, &m->tid);
+	lq_tables_unsettled_put(&row, &m->tid);
 }
 
 static void
 lq_marker_remove(LqMarker *m)
 {
 	if (ItemPointerIsValid(&m->tid))
-		lq_store_unsettled_delete(&m->tid);
+		lq_tables_unsettled_delete(&m->tid);
 	(void) hash_search(lq_markers, m->lock_id, HASH_REMOVE, NULL);
 }
 
@@ -413,7 +413,7 @@ lq_ledger_lease_shown(const char *lock_id, int64 expires, int64 lease_us,
  * cancel hands back.  The end of a grant with a ttl up to lockq.max_grace
  * may be shown before its flush if the lock is unsettled with a fence_ttl
  * that covers it, which is made so (and the batch flushed) if it is not.
- * After a crash such grants end (lq_store_settle), whether or not their
+ * After a crash such grants end (lq_tables_settle), whether or not their
  * end survived; so the end of a longer grant is always flushed, and such a
  * grant survives a crash unless its own end was lost with it.
  */
@@ -642,7 +642,7 @@ lq_ledger_extend_clock(int64 now)
 {
 	int64		ceiling = now + LQ_CLOCK_RESERVE_US;
 
-	lq_store_clock_write(ceiling);
+	lq_tables_clock_write(ceiling);
 	lq_pending_clock = ceiling;
 	lq_file_dirty = true;
 	lq_flush = true;
@@ -683,7 +683,7 @@ lq_ledger_next_token(void)
 	{
 		int64		ceiling = token + LQ_TOKEN_RESERVE;
 
-		lq_store_token_write(ceiling);
+		lq_tables_token_write(ceiling);
 		lq_pending_token = ceiling;
 		lq_file_dirty = true;
 		lq_flush = true;
@@ -696,7 +696,7 @@ lq_ledger_next_token(void)
  * where the clock resumes: continuously, from the state file's offset,
  * when the machine has not rebooted since this server last ran it (the
  * time it was down counts); otherwise at the wall clock or above every
- * ceiling, and then the downtime is not known (see lq_store_settle).  The
+ * ceiling, and then the downtime is not known (see lq_tables_settle).  The
  * first attempt decides; a retry after it failed keeps its decision (the
  * state file may have been written meanwhile).
  */
@@ -760,9 +760,9 @@ lq_raise_token_ceiling(int64 ceiling, bool reset)
  * last lock server to raise the ceiling: lockq time is then CLOCK_BOOTTIME
  * plus the same offset, and the time the server was down counts exactly.
  * Otherwise it starts at the wall clock, or above the ceiling if the wall
- * clock is behind, and the downtime is not known: lq_store_settle then
+ * clock is behind, and the downtime is not known: lq_tables_settle then
  * counts leases from low, the earliest the stop can have been.  Then the
- * state left by the stop is settled (lq_store_settle).
+ * state left by the stop is settled (lq_tables_settle).
  *
  * Otherwise (the lock server restarted, shared memory kept): the clock and
  * the token counter run on; the ceilings are read again (the extension may
@@ -786,8 +786,8 @@ lq_raise_token_ceiling(int64 ceiling, bool reset)
 int64
 lq_ledger_start(bool first_start)
 {
-	int64		seq_clock = lq_store_clock_read();
-	int64		seq_token = lq_store_token_read();
+	int64		seq_clock = lq_tables_clock_read();
+	int64		seq_token = lq_tables_token_read();
 	LqStateFile file;
 	bool		have_file = lq_statefile_read(&file);
 	char		boot[LQ_BOOT_ID_LEN];
@@ -814,7 +814,8 @@ lq_ledger_start(bool first_start)
 		lq_file.token_ceiling = token_ceiling;
 		lq_statefile_write(&lq_file);
 		now = lq_clock_peek();
-		lq_store_settle(now, lq_shared->start_continuous, lq_shared->start_low);
+		lq_tables_settle(now, lq_shared->start_continuous,
+						 lq_shared->start_low);
 	}
 	else
 	{
@@ -834,9 +835,9 @@ lq_ledger_start(bool first_start)
 		now = lq_clock_peek();
 	}
 	if (seq_clock < clock_ceiling)
-		lq_store_clock_write(clock_ceiling);
+		lq_tables_clock_write(clock_ceiling);
 	if (seq_token < lq_shared->token_ceiling)
-		lq_store_token_write(lq_shared->token_ceiling);
+		lq_tables_token_write(lq_shared->token_ceiling);
 	return now;
 }
 
@@ -879,7 +880,7 @@ lq_ledger_load(int64 now, int64 *all_until)
 
 	lq_markers_reset();
 	lq_next_settle = now + LQ_SETTLE_PERIOD_US;
-	lq_store_load_unsettled(lq_load_marker, &delays);
+	lq_tables_load_unsettled(lq_load_marker, &delays);
 	*all_until = 0;
 	foreach(lc, delays)
 	{
@@ -910,9 +911,9 @@ lq_ledger_stop(int64 last_clock)
 	ListCell   *lc;
 	int64		token = (int64) pg_atomic_read_u64(&lq_shared->token_high);
 
-	lq_store_clock_write(last_clock);
+	lq_tables_clock_write(last_clock);
 	if (token > 0)
-		lq_store_token_write(token);
+		lq_tables_token_write(token);
 
 	hash_seq_init(&seq, lq_markers);
 	while ((m = hash_seq_search(&seq)) != NULL)

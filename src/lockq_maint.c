@@ -9,7 +9,7 @@
  * Commands that rewrite a table (VACUUM FULL, CLUSTER, ALTER TABLE ... SET
  * TABLESPACE, a pg_squeeze-style swap) move every row: they are safe
  * because the lock server notices the new file at its next batch and loads
- * its state anew before it writes anything (lq_store_rewritten).  VACUUM,
+ * its state anew before it writes anything (lq_tables_rewritten).  VACUUM,
  * ANALYZE and REINDEX (CONCURRENTLY too) leave the rows where they are.
  *
  * Refused, in every backend, with a hint at the safe way:

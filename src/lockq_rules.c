@@ -10,7 +10,7 @@
  * while the worker runs; every change is also recorded where the worker can
  * rebuild this state from after a restart or an error: grants that outlive
  * their session and client-side waiters in the tables, in the same
- * transaction (lockq_store.c); session-bound grants in shared memory
+ * transaction (lockq_tables.c); session-bound grants in shared memory
  * (lockq_grants.c) and waiting backends in their request slots, both when
  * the batch is published.  Answers to backends and NOTIFYs are collected
  * by the worker and only released after the commit.
@@ -53,7 +53,7 @@
 #include "lockq_outbox.h"
 #include "lockq_rules.h"
 #include "lockq_shmem.h"
-#include "lockq_store.h"
+#include "lockq_tables.h"
 
 /*
  * A deadline in a timer heap: a lease end, or a waiter's deadline.  There
@@ -1028,7 +1028,7 @@ lq_give_row(LqLock *lock)
 		return;
 	lq_timer_disarm(&lock->row);
 	lq_owner_row(lock, &row);
-	lq_store_owner_insert(&row, &lock->row_tid);
+	lq_tables_owner_insert(&row, &lock->row_tid);
 	lock->rowless = false;
 	lq_put_lease_entry(lock, lock->expires, false);
 }
@@ -1106,7 +1106,7 @@ lq_grant(LqLock *lock, LqHolder *h, int64 lease)
 		else
 		{
 			lq_owner_row(lock, &row);
-			lq_store_owner_insert(&row, &lock->row_tid);
+			lq_tables_owner_insert(&row, &lock->row_tid);
 		}
 		lq_offer_quick_release(lock, lock->acquired);
 	}
@@ -1177,7 +1177,7 @@ lq_set_lease(LqLock *lock, int64 expires)
 		if (!lock->rowless)
 		{
 			lq_owner_row(lock, &row);
-			lq_store_owner_update(&lock->row_tid, &row);
+			lq_tables_owner_update(&lock->row_tid, &row);
 		}
 		lq_ledger_lease_shown(lock->lock_id, expires, expires - now, now,
 							  lq_lock_is_new(lock));
@@ -1243,7 +1243,7 @@ lq_waiter_insert_row(LqWaiter *w)
 	row.heartbeat = w->heartbeat;
 	row.role = w->role;
 	row.channel = w->channel;
-	lq_store_queue_insert(&row, &w->row_tid);
+	lq_tables_queue_insert(&row, &w->row_tid);
 }
 
 /*
@@ -1389,7 +1389,7 @@ lq_waiter_remove(LqWaiter *w, bool delete_row)
 		lq_slot_set_queued(w->slot, 0);
 	}
 	else if (delete_row)
-		lq_store_queue_delete(&w->row_tid);
+		lq_tables_queue_delete(&w->row_tid);
 	lq_strfree(&w->channel);
 	hash_search(lq_waiters, &w->key, HASH_REMOVE, NULL);
 }
@@ -1528,7 +1528,7 @@ lq_terminate_fencers(LqLock *lock, int64 now)
 	ListCell   *lc;
 
 	pids = lock->in_shmem || lock->rowless ? lq_slot_fencers(lock->token) :
-		lq_store_fencer_pids(&lock->row_tid);
+		lq_tables_fencer_pids(&lock->row_tid);
 	/* fenced in its entry before it had its row */
 	if (lock->was_rowless && !lock->rowless)
 		pids = list_concat_unique_int(pids, lq_slot_fencers(lock->token));
@@ -1591,7 +1591,7 @@ lq_finish_end(LqLock *lock, int64 now)
 		bool		locked = fences > 0;
 
 		if (!locked && !lock->rowless)
-			locked = lq_store_owner_end(&lock->row_tid) == LQ_END_LOCKED;
+			locked = lq_tables_owner_end(&lock->row_tid) == LQ_END_LOCKED;
 		if (locked)
 		{
 			if (!lock->in_deferred)
@@ -1601,7 +1601,7 @@ lq_finish_end(LqLock *lock, int64 now)
 					LqOwnerRow	row;
 
 					lq_owner_row(lock, &row);
-					lq_store_owner_update(&lock->row_tid, &row);
+					lq_tables_owner_update(&lock->row_tid, &row);
 				}
 				lq_defer_handoff(lock, true);
 			}
@@ -2016,7 +2016,7 @@ lq_refresh_waiter(LqWaiter *w, const LqRequest *req, int64 now)
 			lq_strfree(&w->channel);
 			w->channel = lq_strdup(req->channel);
 			/* rewrite the row: the channel must survive a restart */
-			lq_store_queue_delete(&w->row_tid);
+			lq_tables_queue_delete(&w->row_tid);
 			lq_waiter_insert_row(w);
 		}
 	}
@@ -3078,11 +3078,11 @@ lq_rules_load(int64 now, List *delays, int64 all_until)
 	load.now = now;
 	load.stale = NIL;
 	load.released = NIL;
-	lq_store_load_owners(lq_load_owner, &load);
+	lq_tables_load_owners(lq_load_owner, &load);
 	LQ_FAULT("recover-after-owners");
 	lq_load_quick_leases(&load);
 	lq_load_session_grants(&load);
-	lq_store_load_queue(lq_load_waiter, &load);
+	lq_tables_load_queue(lq_load_waiter, &load);
 	LQ_FAULT("recover-after-queue");
 	lq_load_backend_waiters();
 

@@ -666,7 +666,7 @@ lq_stat_add(LqStat stat, uint64 n)
  * lq_server_started tells a backend whether the lock server's first start
  * in this shared-memory lifetime has committed.  Before that, after a
  * crash, lockq's tables still hold what the crash left: grants whose end
- * was shown before it but lost in it, which lq_store_settle ends in that
+ * was shown before it but lost in it, which lq_tables_settle ends in that
  * same transaction.  The lock server sets the flag after its commit, so a
  * snapshot taken after reading true sees the settled tables.
  */

@@ -77,7 +77,7 @@
 #include "lockq_outbox.h"
 #include "lockq_rules.h"
 #include "lockq_shmem.h"
-#include "lockq_store.h"
+#include "lockq_tables.h"
 #include "lockq_worker.h"
 
 /* How long to wait between retries after a batch failed, at most. */
@@ -554,7 +554,7 @@ lq_sigterm(SIGNAL_ARGS)
 /*
  * lq_sigint handles SIGINT, which PostgreSQL's own timeouts send to their
  * process (lock_timeout as a last resort: the lock server takes its table
- * locks without waiting, see lq_store_try_lock).  A query cancel from
+ * locks without waiting, see lq_tables_try_lock).  A query cancel from
  * outside (pg_cancel_backend) is ignored: it would end a wait for
  * synchronous replication early, and the batch would be answered before
  * its grants were replicated.  So a cancel counts only when a timeout
@@ -672,7 +672,7 @@ lq_commit_batch(void)
 	lq_outbox_emit_notices();
 	lq_ledger_prepare_commit();
 	LQ_FAULT("batch-before-commit");
-	lq_store_end_batch(true);
+	lq_tables_end_batch(true);
 	if (lq_spi_connected)
 	{
 		SPI_finish();
@@ -709,7 +709,7 @@ lq_discard_batch(void)
 	List	   *again;
 	MemoryContext old;
 
-	lq_store_end_batch(false);
+	lq_tables_end_batch(false);
 	lq_spi_connected = false;
 	again = lq_outbox_discard();
 	old = MemoryContextSwitchTo(TopMemoryContext);
@@ -758,7 +758,7 @@ lq_batch_failed(MemoryContext ccxt)
 static void
 lq_relcache_callback(Datum arg, Oid relid)
 {
-	if (!OidIsValid(relid) || relid == lq_store_owners_relid())
+	if (!OidIsValid(relid) || relid == lq_tables_owners_relid())
 		lq_ext_recheck = true;
 }
 
@@ -774,7 +774,7 @@ lq_extension_changed(void)
 	if (!lq_ext_recheck)
 		return false;
 	lq_ext_recheck = false;
-	return !lq_store_installed(&extoid) || extoid != lq_ext_oid;
+	return !lq_tables_installed(&extoid) || extoid != lq_ext_oid;
 }
 
 /*
@@ -831,14 +831,14 @@ lq_fail_all(int sqlerrcode, const char *message, const char *hint, bool all,
 
 /*
  * lq_lock_or_raise takes the locks on lockq's relations without waiting
- * (lq_store_try_lock) or raises lock_not_available, naming them.
+ * (lq_tables_try_lock) or raises lock_not_available, naming them.
  */
 static void
 lq_lock_or_raise(void)
 {
 	LqLockFailure fail;
 
-	if (!lq_store_try_lock(&fail))
+	if (!lq_tables_try_lock(&fail))
 	{
 		char	   *rel = get_rel_name(fail.relid);
 
@@ -873,7 +873,7 @@ static bool
 lq_recover_installation(void)
 {
 	Oid			extoid;
-	bool		installed = lq_store_installed(&extoid);
+	bool		installed = lq_tables_installed(&extoid);
 
 	if (!installed || extoid != lq_shared->grants_extoid)
 	{
@@ -903,9 +903,9 @@ lq_recover_state(void)
 	int64		all_until;
 
 	lq_spi_connect();
-	lq_store_prepare();
+	lq_tables_prepare();
 	lq_lock_or_raise();
-	lq_store_note_files();
+	lq_tables_note_files();
 	now = lq_ledger_start(!lq_shared->started);
 	delays = lq_ledger_load(now, &all_until);
 	lq_rules_load(now, delays, all_until);
@@ -1001,7 +1001,7 @@ lq_recover(void)
  * lq_abandon_batch gives up the batch in progress, before it changed
  * anything, because the state must be loaded anew: the extension was
  * dropped or created again, or (rewritten) a table was rewritten and the
- * rows' addresses are stale (lq_store_rewritten).  The requests it drained
+ * rows' addresses are stale (lq_tables_rewritten).  The requests it drained
  * are still PENDING in their slots, and the recovery scan finds them.
  */
 static void
@@ -1044,7 +1044,7 @@ lq_careful_step(void)
 		{
 			if (lq_extension_changed())
 				elog(ERROR, "lockq extension changed during recovery");
-			rewritten = lq_store_rewritten();
+			rewritten = lq_tables_rewritten();
 			if (!rewritten)
 			{
 				lq_handle_entry(entry, lq_clock_peek());
@@ -1153,7 +1153,7 @@ lq_apply_batch(const LqBatchPlan *plan)
 
 	LQ_FAULT("batch-start");
 	lq_timers_left = false;
-	lq_set_blocked(!lq_store_try_lock(&lq_blocked_data));
+	lq_set_blocked(!lq_tables_try_lock(&lq_blocked_data));
 	if (lq_blocked != NULL)
 	{
 		lq_rules_run_wait_timeouts(plan->now);
@@ -1161,7 +1161,7 @@ lq_apply_batch(const LqBatchPlan *plan)
 			lq_handle_entry(lfirst_int(lc), plan->now);
 		return true;
 	}
-	if (lq_store_rewritten())
+	if (lq_tables_rewritten())
 		return false;
 	if (plan->now + LQ_CLOCK_MARGIN_US > lq_clock_ceiling())
 		lq_ledger_extend_clock(plan->now);
@@ -1257,7 +1257,7 @@ lq_next_deadline(void)
 
 /*
  * lq_set_blocked notes whether this batch could lock lockq's relations
- * (see lq_store_try_lock), and logs when that changes, and every
+ * (see lq_tables_try_lock), and logs when that changes, and every
  * LQ_BLOCKED_LOG_MS while it lasts: an administrator must learn that a
  * lock of theirs stalls lockq.
  */
@@ -1458,7 +1458,7 @@ lq_worker_stop(void)
 		 * The installation the state was loaded from may be gone (dropped,
 		 * perhaps created again): then there is nothing of it to store.
 		 */
-		if (!lq_store_installed(&extoid) || extoid != lq_ext_oid)
+		if (!lq_tables_installed(&extoid) || extoid != lq_ext_oid)
 			elog(ERROR, "lockq extension changed: its state is not stored");
 		lq_lock_or_raise();
 
