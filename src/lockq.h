@@ -91,7 +91,7 @@ typedef enum LqStatus
 
 /*
  * lockq_holds' answer from one of the places that keep grants
- * (lq_grants_holds, lq_leases_fence, lq_tables_holds).
+ * (lq_session_holds, lq_leases_fence, lq_tables_holds).
  */
 typedef enum LqHeld
 {

@@ -53,10 +53,10 @@
 #include "lockq_clock.h"
 #include "lockq_fastpath.h"
 #include "lockq_fault.h"
-#include "lockq_grants.h"
 #include "lockq_guc.h"
 #include "lockq_leases.h"
 #include "lockq_policy.h"
+#include "lockq_session.h"
 #include "lockq_shmem.h"
 
 /* How long an interrupted call waits for the worker to confirm the cancel. */
@@ -772,7 +772,7 @@ lq_queue_quick(int slotno, const char *lock_id, int64 token)
  * lq_call_quick_release releases a session-bound lock without waiting for the
  * worker, when this session can tell by itself that the release succeeds:
  * it knows the grant's token, and marking the grant released in shared
- * memory (lq_grants_mark_released) finds it current, unexpired and its
+ * memory (lq_session_mark_released) finds it current, unexpired and its
  * own.  That mark is the release: from then on lockq_holds answers false,
  * and the grant neither expires nor can be force-released.  The release
  * then joins the arrival ring like any request, ahead of this session's
@@ -814,8 +814,8 @@ lq_call_quick_release(const LqRequest *req)
 	if (!lq_quick_room(&lq_slots[slotno]))
 		return false;
 
-	if (!lq_grants_mark_released(req->lock_id, token, MyProcPid,
-								 MyStartTimestamp, lq_clock_peek()))
+	if (!lq_session_mark_released(req->lock_id, token, MyProcPid,
+								  MyStartTimestamp, lq_clock_peek()))
 		return false;
 
 	lq_queue_quick(slotno, req->lock_id, token);
@@ -903,7 +903,7 @@ lq_call_release_session(void)
 	memset(&req, 0, sizeof(req));
 	req.op = LQ_OP_RELEASE_SESSION;
 	req.session_owner = true;
-	lq_format_session_owner(req.owner, sizeof(req.owner), MyProcPid,
+	lq_session_format_owner(req.owner, sizeof(req.owner), MyProcPid,
 							MyStartTimestamp);
 	res = lq_call(&req);
 	lq_call_raise_if_error(&res);

@@ -34,10 +34,10 @@
  * Locking: the table and known are under the bucket's partition LWLock
  * (LQ_FAST_PARTITIONS of them; bucket b is under lock b % partitions);
  * inflight is atomic, read under that LWLock (a claim made after the read
- * comes after the grant).  The grant itself lives in lockq_grants.c's table
+ * comes after the grant).  The grant itself lives in lockq_session.c's table
  * too, entered visible, so that lockq_holds, the views and a rebuilding
  * lock server see it as any session-bound grant; lock order: partition,
- * then lockq_grants.c's LWLock.  A release by its holder removes both
+ * then lockq_session.c's LWLock.  A release by its holder removes both
  * under the partition lock, unless a transaction is fenced on it: then the
  * normal quick release applies, and the lock server adopts the grant to
  * end it and hold the hand-off back.
@@ -48,7 +48,7 @@
  * rebuilds its state, and after a crash until every lock's delay is over,
  * the fast path is closed (ok); the lock server closes it under every
  * partition lock, so that no grant is half made, empties the table (its
- * grants are in lockq_grants.c's and are loaded from there) and opens it
+ * grants are in lockq_session.c's and are loaded from there) and opens it
  * again when its state is loaded.
  *
  * Copyright (c) 2026, lockq developers
@@ -70,7 +70,7 @@
 #include "utils/hsearch.h"
 
 #include "lockq_fastpath.h"
-#include "lockq_grants.h"
+#include "lockq_session.h"
 #include "lockq_shmem.h"
 
 #define LQ_FAST_TRANCHE		"lockq fast path"
@@ -251,12 +251,12 @@ lq_fast_grant(const char *lock_id, int slotno, int pid, int64 session_start,
 		g.acquired = now;
 		g.expires = now + ttl_us;
 		e = NULL;
-		if (lq_grants_enter_fast(&g))
+		if (lq_session_enter_fast(&g))
 		{
 			e = hash_search_with_hash_value(lq_fast_table, lock_id, hash,
 											HASH_ENTER_NULL, NULL);
 			if (e == NULL)
-				lq_grants_forget_fast(token);
+				lq_session_forget_fast(token);
 		}
 		if (e != NULL)
 		{
@@ -313,7 +313,7 @@ lq_fast_release(const char *lock_id, int64 token, int64 now)
 	{
 		bool		expired;
 
-		if (lq_grants_remove_fast(token, now, &expired))
+		if (lq_session_remove_fast(token, now, &expired))
 		{
 			r = expired ? LQ_FAST_EXPIRED : LQ_FAST_RELEASED;
 			lq_fast_drop(e, hash);
@@ -433,7 +433,7 @@ lq_fast_adopt_slot(int slotno)
 /*
  * lq_fast_stop closes the fast path and empties the table, for a lock
  * server about to (re)build its state: every grant of the table is in
- * lockq_grants.c's, and is loaded from there.  No lock counts as known
+ * lockq_session.c's, and is loaded from there.  No lock counts as known
  * any more; the lock server counts again as it makes its locks.  Claims
  * stay: they are the backends'.
  */

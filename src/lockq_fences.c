@@ -10,7 +10,7 @@
  * lockq_holds commits before the next holder is granted.  Where the fence
  * lives depends on where the grant does:
  *	- a session-bound grant: a count in its shared-memory entry
- *	  (lockq_grants.c), and its token in this backend's slot, so that the
+ *	  (lockq_session.c), and its token in this backend's slot, so that the
  *	  lock server can tell whose transaction holds a hand-off back
  *	  (lq_slot_fencers);
  *	- a leased grant kept without its lockq.owners row: a count in its
@@ -37,9 +37,9 @@
 #include "lockq.h"
 #include "lockq_call.h"
 #include "lockq_fences.h"
-#include "lockq_grants.h"
 #include "lockq_leases.h"
 #include "lockq_policy.h"
+#include "lockq_session.h"
 #include "lockq_shmem.h"
 #include "lockq_tables.h"
 
@@ -88,12 +88,12 @@ lq_fences_hold(const char *lock_id, int64 token)
 	admin = lq_call_is_admin(role);
 	if (!lq_policy_may_use(lock_id, role, admin))
 	{
-		/* the answer, without a fence: see lq_grants_holds */
+		/* the answer, without a fence: see lq_session_holds */
 		role = InvalidOid;
 		admin = false;
 	}
 	lq_call_attach();
-	held = lq_grants_holds(lock_id, token, now, role, admin);
+	held = lq_session_holds(lock_id, token, now, role, admin);
 	/* a leased grant without a row is fenced in the table of quick releases */
 	if (held == LQ_HELD_UNKNOWN)
 		held = lq_leases_fence(lock_id, token, now, role, admin);
@@ -136,7 +136,7 @@ lq_fences_end(void)
 	LqSlot	   *slot = &lq_slots[lq_call_slotno()];
 
 	lq_fenced = false;
-	(void) lq_grants_release_fences();
+	(void) lq_session_release_fences();
 	(void) lq_leases_release_fences();
 	SpinLockAcquire(&slot->mutex);
 	slot->nfences = 0;

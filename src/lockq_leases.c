@@ -7,7 +7,7 @@
  * A release by token is a request to the lock server like any other, and
  * the releasing session used to sleep until the lock server's batch was
  * published: one process switch there and one back, per release.  A
- * session-bound lock avoids that (lockq_grants.c, quick release).  This
+ * session-bound lock avoids that (lockq_session.c, quick release).  This
  * table does the same for a leased grant whose release may be shown
  * before the lock server has written it: one whose lock is unsettled with
  * a fence_ttl that covers the grant's ttl, that unsettled row flushed (see
@@ -376,7 +376,7 @@ lq_leases_fences(const char *lock_id, int64 token)
  * released or run out), LQ_HELD_FENCED if it is held and the caller's
  * transaction is now fenced on it until it ends (lq_leases_release_fences),
  * LQ_HELD_UNFENCED if it is held but role may not fence it (only the
- * grant's own role, or an administrator, may: as lq_grants_holds).  Room
+ * grant's own role, or an administrator, may: as lq_session_holds).  Room
  * for the fence is made first: nothing may fail once it is counted.  The LWLock, shared here and
  * exclusive where the lock server marks the grant ending, orders the two:
  * either the fence is counted before the mark, and the lock server sees it

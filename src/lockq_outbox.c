@@ -13,7 +13,7 @@
  * lock server rebuilds a state that never existed: a grant ended in the
  * table but still current in shared memory, a waiter that lost its place.
  * So the shared-memory part is staged, in the slots (LqSlot.staged) and the
- * grant entries (lockq_grants.c), as the rules decide it; right before the
+ * grant entries (lockq_session.c), as the rules decide it; right before the
  * commit the batch is sealed (its number and transaction id in LqShared);
  * after the commit it is published.  A batch that fails is discarded.  A
  * lock server that starts where its predecessor left a sealed batch (it was
@@ -46,9 +46,9 @@
 #include "utils/memutils.h"
 
 #include "lockq_fastpath.h"
-#include "lockq_grants.h"
 #include "lockq_leases.h"
 #include "lockq_outbox.h"
+#include "lockq_session.h"
 #include "lockq_shmem.h"
 
 /* Above this NOTIFY queue usage the lock server sends no NOTIFYs. */
@@ -218,7 +218,7 @@ lq_stage_grant(LqGrantOp op, const LqSessionGrant *g)
 	MemoryContext old = MemoryContextSwitchTo(lq_outbox_cxt);
 	int64	   *token = palloc(sizeof(int64));
 
-	lq_grants_stage(op, g, lq_batch);
+	lq_session_stage(op, g, lq_batch);
 	*token = g->token;
 	lq_tokens_touched = lappend(lq_tokens_touched, token);
 	MemoryContextSwitchTo(old);
@@ -483,7 +483,7 @@ lq_outbox_publish(void)
 	List	   *recheck;
 
 	foreach(lc, lq_tokens_touched)
-		lq_grants_publish(*(int64 *) lfirst(lc));
+		lq_session_publish(*(int64 *) lfirst(lc));
 	foreach(lc, lq_lease_ops)
 	{
 		LqLeaseOp  *op = lfirst(lc);
@@ -520,7 +520,7 @@ lq_outbox_discard(void)
 
 	foreach(lc, lq_slots_touched)
 		memset(&lq_slots[lfirst_int(lc)].staged, 0, sizeof(LqSlotStaged));
-	lq_grants_resolve(0);
+	lq_session_resolve(0);
 	lq_shared->sealed_batch = 0;
 	lq_outbox_forget();
 	return NIL;
@@ -557,7 +557,7 @@ lq_outbox_resolve(void)
 		else
 			memset(st, 0, sizeof(LqSlotStaged));
 	}
-	lq_grants_resolve(committed ? sealed : 0);
+	lq_session_resolve(committed ? sealed : 0);
 	recheck = lq_publish_slots(all, sealed);
 	list_free(all);
 	list_free(recheck);			/* the load looks at every slot anyway */

@@ -50,9 +50,9 @@
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
-#include "lockq_grants.h"
 #include "lockq_guc.h"
 #include "lockq_policy.h"
+#include "lockq_session.h"
 
 PG_FUNCTION_INFO_V1(lockq_policy_changed);
 PG_FUNCTION_INFO_V1(lockq_role_limits);
@@ -253,7 +253,7 @@ lq_policy_limits(Oid role, LqRequest *req)
 		req->max_session_locks = l->max_session_locks;
 	else
 		req->max_session_locks = lockq_max_session_locks_per_role >= 0 ?
-			lockq_max_session_locks_per_role : lq_grants_max() / 4;
+			lockq_max_session_locks_per_role : lq_session_max() / 4;
 }
 
 /*

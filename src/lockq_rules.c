@@ -11,7 +11,7 @@
  * rebuild this state from after a restart or an error: grants that outlive
  * their session and client-side waiters in the tables, in the same
  * transaction (lockq_tables.c); session-bound grants in shared memory
- * (lockq_grants.c) and waiting backends in their request slots, both when
+ * (lockq_session.c) and waiting backends in their request slots, both when
  * the batch is published.  Answers to backends and NOTIFYs are collected
  * by the worker and only released after the commit.
  *
@@ -46,12 +46,12 @@
 #include "lockq_clock.h"
 #include "lockq_fastpath.h"
 #include "lockq_fault.h"
-#include "lockq_grants.h"
 #include "lockq_guc.h"
 #include "lockq_leases.h"
 #include "lockq_ledger.h"
 #include "lockq_outbox.h"
 #include "lockq_rules.h"
+#include "lockq_session.h"
 #include "lockq_shmem.h"
 #include "lockq_tables.h"
 
@@ -110,7 +110,7 @@ typedef struct LqLock
 	bool		held;
 	bool		ending;			/* grant over, row deletion deferred */
 	bool		in_deferred;
-	bool		in_shmem;		/* session-bound: in lockq_grants.c, not in
+	bool		in_shmem;		/* session-bound: in lockq_session.c, not in
 								 * lockq.owners */
 	bool		quick;			/* offered to lockq_leases.c: its session may
 								 * release it by itself */
@@ -194,7 +194,7 @@ typedef struct LqHolder
 	int64		acquired;
 	int64		expires;
 	Oid			role;
-	bool		in_shmem;		/* session-bound: lockq_grants.c, no row */
+	bool		in_shmem;		/* session-bound: lockq_session.c, no row */
 	int			session_slot;	/* session-bound: its live session's slot */
 	int			session_pid;
 	int64		session_start;
@@ -256,7 +256,7 @@ static dlist_head lq_deferred;
 static LqSession *lq_sessions = NULL;
 static int64 lq_nwaiters = 0;
 static int64 lq_nholders = 0;
-static int	lq_nsession_grants = 0; /* in lockq_grants.c, or about to be */
+static int	lq_nsession_grants = 0; /* in lockq_session.c, or about to be */
 static int	lq_nquick = 0;		/* grants in lockq_leases.c, or about to be */
 static int	lq_ndelayed = 0;	/* locks delayed after a restart */
 static HTAB *lq_roles = NULL;	/* LqRoleUsage by role */
@@ -632,7 +632,7 @@ lq_lock_new(const char *lock_id)
  * (lockq_fastpath.c, taken out of its table by the caller) the holder of
  * lock, as if the rules had made it: in its session's list, with its lease
  * timer (which fires at once if the lease ran out meanwhile).  Its entry in
- * lockq_grants.c is already published.
+ * lockq_session.c is already published.
  */
 static void
 lq_adopt_fast_grant(LqLock *lock, const LqFastGrant *fast)
@@ -640,10 +640,10 @@ lq_adopt_fast_grant(LqLock *lock, const LqFastGrant *fast)
 	LqSessionGrant g;
 	char		owner[LQ_MAX_OWNER_LEN + 1];
 
-	if (!lq_grants_get(fast->token, &g))
+	if (!lq_session_get(fast->token, &g))
 		elog(ERROR, "lockq: the grant of lock \"%s\" with token " INT64_FORMAT " made by a backend is gone",
 			 fast->lock_id, fast->token);
-	lq_format_session_owner(owner, sizeof(owner), g.pid, g.session_start);
+	lq_session_format_owner(owner, sizeof(owner), g.pid, g.session_start);
 	{
 		LqHolder	h = {.owner = owner, .token = g.token, .ttl = g.ttl,
 			.acquired = g.acquired, .expires = g.expires, .role = g.role,
@@ -774,7 +774,7 @@ lq_waiter_lookup(const char *lock_id, const char *owner)
 static bool
 lq_released_by_holder(LqLock *lock)
 {
-	return lock->in_shmem && lq_grants_is_released(lock->token);
+	return lock->in_shmem && lq_session_is_released(lock->token);
 }
 
 static bool
@@ -877,7 +877,7 @@ lq_room_for_session_grant(int slotno, uint64 reqid)
 {
 	char		hint[256];
 
-	if (lq_nsession_grants < lq_grants_max())
+	if (lq_nsession_grants < lq_session_max())
 		return true;
 	snprintf(hint, sizeof(hint),
 			 "Increase \"lockq.session_locks_per_backend\" (%d), or take the lock with an owner.",
@@ -1552,7 +1552,7 @@ lq_terminate_fencers(LqLock *lock, int64 now)
  * time so that lockq_holds answers false from now on, and the lock waits on
  * the deferred list; the worker retries when such a transaction ends.  A
  * session-bound grant is marked ended in shared memory instead, and waits
- * the same way while transactions are fenced on it (lockq_grants.c).
+ * the same way while transactions are fenced on it (lockq_session.c).
  */
 static void
 lq_finish_end(LqLock *lock, int64 now)
@@ -1563,8 +1563,8 @@ lq_finish_end(LqLock *lock, int64 now)
 	{
 		uint32		fences;
 
-		fences = lock->in_deferred ? lq_grants_fences(lock->token) :
-			lq_grants_begin_end(lock->token);
+		fences = lock->in_deferred ? lq_session_fences(lock->token) :
+			lq_session_begin_end(lock->token);
 		if (fences > 0)
 		{
 			if (!lock->in_deferred)
@@ -2916,8 +2916,8 @@ lq_load_session_grants(LqLoad *load)
 	int			n;
 	int			i;
 
-	lq_grants_undo_ending();
-	grants = lq_grants_copy(&n);
+	lq_session_undo_ending();
+	grants = lq_session_copy(&n);
 	for (i = 0; i < n; i++)
 	{
 		LqSessionGrant *g = &grants[i];
@@ -2930,7 +2930,7 @@ lq_load_session_grants(LqLoad *load)
 					 errmsg("lock \"%s\" has two grants (tokens %lld and %lld)",
 							g->lock_id, (long long) lock->token,
 							(long long) g->token)));
-		lq_format_session_owner(owner, sizeof(owner), g->pid,
+		lq_session_format_owner(owner, sizeof(owner), g->pid,
 								g->session_start);
 		{
 			LqHolder	h = {.owner = owner, .token = g->token, .ttl = g->ttl,

@@ -3,7 +3,7 @@
  * lockq_shmem.c
  *		Shared memory: the per-backend request slots, the arrival ring that
  *		fixes the order in which the worker sees requests, and counters.
- *		(The session-bound grants have their own table: lockq_grants.c.)
+ *		(The session-bound grants have their own table: lockq_session.c.)
  *
  * Every backend has exactly one slot (index BackendId - 1), so at most one
  * request per backend is ever in flight.  A backend fills its slot, then
@@ -37,8 +37,8 @@
 #include "utils/timestamp.h"
 
 #include "lockq_fault.h"
-#include "lockq_grants.h"
 #include "lockq_leases.h"
+#include "lockq_session.h"
 #include "lockq_shmem.h"
 
 LqShared   *lq_shared = NULL;
@@ -98,10 +98,10 @@ lq_shmem_request(void)
 	RequestAddinShmemSpace(add_size(add_size(add_size(lq_shared_size(),
 													  lq_slots_size()),
 											 lq_hints_size()),
-									add_size(add_size(lq_grants_shmem_size(),
+									add_size(add_size(lq_session_shmem_size(),
 													  lq_leases_shmem_size()),
 											 lq_fault_shmem_size())));
-	lq_grants_shmem_request();
+	lq_session_shmem_request();
 	lq_leases_shmem_request();
 }
 
@@ -128,7 +128,7 @@ lq_shmem_startup(void)
 							   &found_slots);
 	lq_hints = ShmemInitStruct("lockq held hints", lq_hints_size(),
 							   &found_hints);
-	lq_grants_shmem_startup();
+	lq_session_shmem_startup();
 	lq_leases_shmem_startup();
 	lq_fault_shmem_startup();
 

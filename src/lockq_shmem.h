@@ -209,7 +209,7 @@ typedef struct LqShared
 	pg_atomic_uint64 token_high;
 	int64		token_ceiling;
 	Oid			grants_extoid;	/* the installation the session-bound
-								 * grants (lockq_grants.c) belong to */
+								 * grants (lockq_session.c) belong to */
 
 	/* Gauges the worker publishes after every batch. */
 	pg_atomic_uint64 holders;

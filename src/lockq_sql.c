@@ -34,9 +34,9 @@
 #include "lockq_call.h"
 #include "lockq_clock.h"
 #include "lockq_fences.h"
-#include "lockq_grants.h"
 #include "lockq_guc.h"
 #include "lockq_hooks.h"
+#include "lockq_session.h"
 #include "lockq_shmem.h"
 
 PG_FUNCTION_INFO_V1(lockq_get);
@@ -100,7 +100,7 @@ lq_arg_owner(FunctionCallInfo fcinfo, int argno, LqRequest *req, bool required)
 {
 	if (PG_ARGISNULL(argno) && !required)
 	{
-		lq_format_session_owner(req->owner, sizeof(req->owner), MyProcPid,
+		lq_session_format_owner(req->owner, sizeof(req->owner), MyProcPid,
 								MyStartTimestamp);
 		req->session_owner = true;
 		return;
@@ -498,7 +498,7 @@ lockq_session_owner(PG_FUNCTION_ARGS)
 {
 	char		buf[LQ_MAX_OWNER_LEN + 1];
 
-	lq_format_session_owner(buf, sizeof(buf), MyProcPid, MyStartTimestamp);
+	lq_session_format_owner(buf, sizeof(buf), MyProcPid, MyStartTimestamp);
 	PG_RETURN_TEXT_P(cstring_to_text(buf));
 }
 

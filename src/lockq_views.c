@@ -29,8 +29,8 @@
 #include "lockq_clock.h"
 #include "lockq_fastpath.h"
 #include "lockq_fault.h"
-#include "lockq_grants.h"
 #include "lockq_leases.h"
+#include "lockq_session.h"
 #include "lockq_shmem.h"
 
 PG_FUNCTION_INFO_V1(lockq_stats);
@@ -203,7 +203,7 @@ PG_FUNCTION_INFO_V1(lockq_session_grants);
 
 /*
  * lockq_session_grants lists the session-bound grants from shared memory
- * (lockq_grants.c: they end with their session and are not written to
+ * (lockq_session.c: they end with their session and are not written to
  * lockq.owners).  lockq_locks merges them with the table's grants.
  */
 Datum
@@ -220,7 +220,7 @@ lockq_session_grants(PG_FUNCTION_ARGS)
 		return (Datum) 0;		/* nothing of ours in shared memory here */
 
 	now = lq_clock_peek();
-	grants = lq_grants_copy(&n);
+	grants = lq_session_copy(&n);
 	for (i = 0; i < n; i++)
 	{
 		LqSessionGrant *g = &grants[i];
@@ -234,7 +234,7 @@ lockq_session_grants(PG_FUNCTION_ARGS)
 		if (g->expires <= now)
 			continue;			/* run out (one made on the fast path stays
 								 * until someone asks for its lock) */
-		lq_format_session_owner(owner, sizeof(owner), g->pid,
+		lq_session_format_owner(owner, sizeof(owner), g->pid,
 								g->session_start);
 		values[0] = CStringGetTextDatum(g->lock_id);
 		values[1] = CStringGetTextDatum(owner);

@@ -70,12 +70,12 @@
 #include "lockq_clock.h"
 #include "lockq_fastpath.h"
 #include "lockq_fault.h"
-#include "lockq_grants.h"
 #include "lockq_guc.h"
 #include "lockq_leases.h"
 #include "lockq_ledger.h"
 #include "lockq_outbox.h"
 #include "lockq_rules.h"
+#include "lockq_session.h"
 #include "lockq_shmem.h"
 #include "lockq_tables.h"
 #include "lockq_worker.h"
@@ -877,7 +877,7 @@ lq_recover_installation(void)
 
 	if (!installed || extoid != lq_shared->grants_extoid)
 	{
-		lq_grants_clear();
+		lq_session_clear();
 		lq_leases_clear();
 		lq_shared->grants_extoid = installed ? extoid : InvalidOid;
 	}

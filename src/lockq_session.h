@@ -1,19 +1,19 @@
 /*-------------------------------------------------------------------------
  *
- * lockq_grants.h
- *		Session-bound grants in shared memory (lockq_grants.c).
+ * lockq_session.h
+ *		Session-bound grants in shared memory (lockq_session.c).
  *
  * Copyright (c) 2026, lockq developers
  * This file is part of lockq, released under the PostgreSQL License
  * (see LICENSE).
  *
  * IDENTIFICATION
- *		src/lockq_grants.h
+ *		src/lockq_session.h
  *
  *-------------------------------------------------------------------------
  */
-#ifndef LOCKQ_GRANTS_H
-#define LOCKQ_GRANTS_H
+#ifndef LOCKQ_SESSION_H
+#define LOCKQ_SESSION_H
 
 #include "port/atomics.h"
 
@@ -21,7 +21,7 @@
 
 /*
  * A session-bound grant (owner NULL), kept in shared memory instead of
- * lockq.owners: see lockq_grants.c.  Written by the worker only; end and
+ * lockq.owners: see lockq_session.c.  Written by the worker only; end and
  * fences are what lockq_holds and the worker coordinate on.
  */
 typedef enum LqGrantEnd
@@ -67,32 +67,32 @@ typedef struct LqSessionGrant
 	int64		staged_expires; /* LQ_GRANT_OP_PUT, _ENDED: the new lease end */
 } LqSessionGrant;
 
-extern Size lq_grants_shmem_size(void);
-extern void lq_grants_shmem_request(void);
-extern void lq_grants_shmem_startup(void);
-extern int	lq_grants_max(void);
-extern void lq_grants_stage(LqGrantOp op, const LqSessionGrant *g,
-							uint64 batch);
-extern void lq_grants_publish(int64 token);
-extern void lq_grants_resolve(uint64 committed_batch);
-extern uint32 lq_grants_begin_end(int64 token);
-extern uint32 lq_grants_fences(int64 token);
-extern void lq_grants_undo_ending(void);
-extern void lq_grants_clear(void);
-extern LqSessionGrant *lq_grants_copy(int *n);
-extern LqHeld lq_grants_holds(const char *lock_id, int64 token, int64 now,
-							Oid role, bool admin);
-extern bool lq_grants_enter_fast(const LqSessionGrant *g);
-extern void lq_grants_forget_fast(int64 token);
-extern bool lq_grants_remove_fast(int64 token, int64 now, bool *expired);
-extern bool lq_grants_get(int64 token, LqSessionGrant *out);
-extern bool lq_grants_mark_released(const char *lock_id, int64 token,
-									int pid, int64 session_start, int64 now);
-extern bool lq_grants_is_released(int64 token);
-extern bool lq_grants_release_fences(void);
+extern Size lq_session_shmem_size(void);
+extern void lq_session_shmem_request(void);
+extern void lq_session_shmem_startup(void);
+extern int	lq_session_max(void);
+extern void lq_session_stage(LqGrantOp op, const LqSessionGrant *g,
+							 uint64 batch);
+extern void lq_session_publish(int64 token);
+extern void lq_session_resolve(uint64 committed_batch);
+extern uint32 lq_session_begin_end(int64 token);
+extern uint32 lq_session_fences(int64 token);
+extern void lq_session_undo_ending(void);
+extern void lq_session_clear(void);
+extern LqSessionGrant *lq_session_copy(int *n);
+extern LqHeld lq_session_holds(const char *lock_id, int64 token, int64 now,
+							   Oid role, bool admin);
+extern bool lq_session_enter_fast(const LqSessionGrant *g);
+extern void lq_session_forget_fast(int64 token);
+extern bool lq_session_remove_fast(int64 token, int64 now, bool *expired);
+extern bool lq_session_get(int64 token, LqSessionGrant *out);
+extern bool lq_session_mark_released(const char *lock_id, int64 token,
+									 int pid, int64 session_start, int64 now);
+extern bool lq_session_is_released(int64 token);
+extern bool lq_session_release_fences(void);
 
 
-extern void lq_format_session_owner(char *buf, size_t len, int pid,
+extern void lq_session_format_owner(char *buf, size_t len, int pid,
 									int64 session_start);
 
-#endif							/* LOCKQ_GRANTS_H */
+#endif							/* LOCKQ_SESSION_H */
