@@ -18,7 +18,7 @@
  *	  machine: so that the clock starts at the wall clock, or above the
  *	  durable ceiling if the wall clock is behind.  Later starts in the same
  *	  boot (server restarts, crashes) keep it: the clock runs on as if the
- *	  server had never stopped (see lockq_ledger.c, lq_ledger_start).
+ *	  server had never stopped (see lockq_durability.c, lq_durability_start).
  *	- At a clean stop the lock server closes the clock (a flag bit in
  *	  clock_last, so no backend can hand out another value) and stores the
  *	  exact last value as the ceiling.

@@ -11,7 +11,7 @@
  * table does the same for a leased grant whose release may be shown
  * before the lock server has written it: one whose lock is unsettled with
  * a fence_ttl that covers the grant's ttl, that unsettled row flushed (see
- * lockq_ledger.c).  After a crash such a grant is ended whether or not its
+ * lockq_durability.c).  After a crash such a grant is ended whether or not its
  * release survived, so acknowledging the release first breaks no promise.
  *
  * The table is a shared hash keyed by lock id (a lock has at most one
@@ -477,10 +477,10 @@ lq_leases_revoke(const char *lock_id)
 
 /*
  * lq_leases_revoke_all takes out of the table, before the wide marker
- * settles, every grant that may rely on it: those that own_covers (the
- * ledger: its lock's own marker covers its lease and its end) says are
- * not covered otherwise.  Returns false if any of those cannot go yet (a
- * session released it and the lock server has not yet ended it, a
+ * settles, every grant that may rely on it: those that own_covers
+ * (lockq_durability.c: its lock's own marker covers its lease and its
+ * end) says are not covered otherwise.  Returns false if any of those cannot
+ * go yet (a session released it and the lock server has not yet ended it, a
  * transaction is fenced on it, or it has no row: *rowless is then set),
  * and then takes nothing out.  Lock server only.
  */
@@ -517,8 +517,8 @@ lq_leases_revoke_all(bool (*own_covers) (const char *lock_id, int64 expires,
 
 /*
  * lq_leases_entry_covered: is lock_id's entry (if any) covered by the
- * callback (the ledger: the wide marker covers its lease and its end), so
- * that its lock's own marker may settle without taking it out?
+ * callback (lockq_durability.c: the wide marker covers its lease and its
+ * end), so that its lock's own marker may settle without taking it out?
  */
 bool
 lq_leases_entry_covered(const char *lock_id,

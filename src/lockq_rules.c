@@ -44,11 +44,11 @@
 #include "utils/memutils.h"
 
 #include "lockq_clock.h"
+#include "lockq_durability.h"
 #include "lockq_fastpath.h"
 #include "lockq_fault.h"
 #include "lockq_guc.h"
 #include "lockq_leases.h"
-#include "lockq_ledger.h"
 #include "lockq_outbox.h"
 #include "lockq_rules.h"
 #include "lockq_session.h"
@@ -137,7 +137,7 @@ typedef struct LqLock
 	LqTimer		lease;
 	LqTimer		row;			/* while rowless: when it gets its row */
 	int64		delay_until;	/* after a restart: nothing is granted
-								 * before this (see lockq_ledger.c), the
+								 * before this (see lockq_durability.c), the
 								 * later of lost_until and hold_until */
 	int64		lost_until;		/* leases that may have been lost end */
 	int64		hold_token;		/* a grant that survived, whose holder */
@@ -723,7 +723,7 @@ lq_delay_new_lock(LqLock *lock)
  * lq_lock_is_new: is this change (a lease or an early end shown) one of the
  * first two of the lock since the rules met it, its first grant and the
  * end of that?  Only such changes may rely on the wide marker (see
- * lockq_ledger.c) and count towards lockq.max_unsettled_rate: a lock that
+ * lockq_durability.c) and count towards lockq.max_unsettled_rate: a lock that
  * keeps changing hands gets a marker of its own, which one flush every
  * 2 s keeps covering it.
  */
@@ -978,8 +978,8 @@ lq_put_lease_entry(const LqLock *lock, int64 expires, bool rowless)
 /*
  * lq_offer_quick_release lets the holder of a leased grant that this batch
  * made or renewed release it without waiting for the lock server, when
- * the ledger says its end may be shown before its flush
- * (lq_ledger_end_covered); otherwise it takes that away.  Seen when the
+ * lockq_durability.c says its end may be shown before its flush
+ * (lq_durability_end_covered); otherwise it takes that away.  Seen when the
  * batch is published (lockq_leases.c).  The entry of a grant that had no
  * row stays all the same, closed to releases (a lease end of 0 there):
  * transactions fenced on it then are counted there, and its end waits for
@@ -989,7 +989,7 @@ static void
 lq_offer_quick_release(LqLock *lock, int64 now)
 {
 	if ((lock->quick || lq_nquick < lq_leases_capacity()) &&
-		lq_ledger_end_covered(lock->lock_id, lock->ttl, now))
+		lq_durability_end_covered(lock->lock_id, lock->ttl, now))
 	{
 		if (!lock->quick)
 			lq_nquick++;
@@ -1066,7 +1066,7 @@ lq_rules_give_rows(List *lock_ids, bool all)
  * lq_grant makes h's owner the holder of a free lock: a new token and a
  * lease of lease microseconds from now (h's token and times are set
  * here).  A grant that outlives its session gets a row in lockq.owners, and
- * lq_ledger_lease_shown decides whether the batch must be flushed first.
+ * lq_durability_lease_shown decides whether the batch must be flushed first.
  * A session-bound grant (h->in_shmem; the caller made sure there is room,
  * lq_room_for_session_grant) is filed under its session, to end with it, and
  * kept in shared memory only: it needs no row, no flush and no unsettled lock,
@@ -1078,9 +1078,9 @@ lq_grant(LqLock *lock, LqHolder *h, int64 lease)
 {
 	LqOwnerRow	row;
 
-	h->acquired = lq_ledger_tick();
+	h->acquired = lq_durability_tick();
 	h->expires = h->acquired + lease;
-	h->token = lq_ledger_next_token();
+	h->token = lq_durability_next_token();
 	lq_hold_lock(lock, h);
 	if (lock->in_shmem)
 	{
@@ -1089,13 +1089,13 @@ lq_grant(LqLock *lock, LqHolder *h, int64 lease)
 	}
 	else
 	{
-		lq_ledger_lease_shown(lock->lock_id, lock->expires, lease, lock->acquired,
-							  lq_lock_is_new(lock));
+		lq_durability_lease_shown(lock->lock_id, lock->expires, lease,
+								  lock->acquired, lq_lock_is_new(lock));
 		/* covered by a marker for its lease and its end: no row needed */
 		lock->rowless = lockq_grant_row_delay > 0 &&
 			lq_nquick < lq_leases_capacity() &&
-			lq_ledger_covers(lock->lock_id, lock->expires, lock->ttl,
-							 lock->acquired);
+			lq_durability_covers(lock->lock_id, lock->expires, lock->ttl,
+								 lock->acquired);
 		if (lock->rowless)
 		{
 			lock->was_rowless = true;
@@ -1118,7 +1118,7 @@ lq_grant(LqLock *lock, LqHolder *h, int64 lease)
 /*
  * lq_lift_hold: the holder of a grant that survived a restart with an
  * unknown downtime released or renewed it; its lock no longer waits for
- * what that holder may have counted on (see lockq_ledger.c), only for
+ * what that holder may have counted on (see lockq_durability.c), only for
  * leases that may have been lost.  The delay timer is moved or disarmed;
  * the caller hands the lock on.
  */
@@ -1129,7 +1129,7 @@ lq_lift_hold(LqLock *lock, int64 now)
 		return;
 	lock->hold_until = 0;
 	lock->hold_token = 0;
-	lq_ledger_hold_lifted(lock->lock_id);
+	lq_durability_hold_lifted(lock->lock_id);
 	if (!lock->delay.armed)
 		return;
 	if (lock->lost_until > now)
@@ -1179,10 +1179,10 @@ lq_set_lease(LqLock *lock, int64 expires)
 			lq_owner_row(lock, &row);
 			lq_tables_owner_update(&lock->row_tid, &row);
 		}
-		lq_ledger_lease_shown(lock->lock_id, expires, expires - now, now,
-							  lq_lock_is_new(lock));
+		lq_durability_lease_shown(lock->lock_id, expires, expires - now, now,
+								  lq_lock_is_new(lock));
 		if (lock->rowless &&
-			!lq_ledger_covers(lock->lock_id, expires, lock->ttl, now))
+			!lq_durability_covers(lock->lock_id, expires, lock->ttl, now))
 			lq_give_row(lock);
 		lq_offer_quick_release(lock, now);
 		lq_lift_hold(lock, now);
@@ -1257,7 +1257,7 @@ lq_waiter_insert_row(LqWaiter *w)
 static int64
 lq_fresh_ts(LqLock *lock, int64 since)
 {
-	int64		tick = lq_ledger_tick();
+	int64		tick = lq_durability_tick();
 	int64		tail = 0;
 	int64		ts;
 
@@ -1487,12 +1487,12 @@ lq_end_grant(LqLock *lock, LqEndReason why, int64 now)
 		 * Cut the lease short in memory; the row is only rewritten if it
 		 * has to stay (below), so that lockq_holds sees the end.  An end
 		 * before the lease's is one a crash must not undo (see
-		 * lockq_ledger.c); an end by time needs nothing.
+		 * lockq_durability.c); an end by time needs nothing.
 		 */
 		lock->expires = now;
 		if (!lock->in_shmem)
-			lq_ledger_end_shown(lock->lock_id, lock->ttl, now,
-								lq_lock_is_new(lock));
+			lq_durability_end_shown(lock->lock_id, lock->ttl, now,
+									lq_lock_is_new(lock));
 	}
 	lq_finish_end(lock, now);
 }

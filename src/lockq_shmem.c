@@ -684,7 +684,7 @@ lq_server_started(void)
  * itself (lockq_fastpath.c): one above the last, if that is within the
  * durable ceiling, else 0 (the lock server raises the ceiling when it
  * issues its next token).  The lock server takes its tokens from the same
- * counter (lq_ledger_next_token), so they stay strictly increasing over
+ * counter (lq_durability_next_token), so they stay strictly increasing over
  * all grants.  The ceiling is published only once durable; a stale read
  * of it only makes this give up sooner.
  */

@@ -2,8 +2,8 @@
  *
  * lockq_shmem.h
  *		What backends and the lock server share (lockq_shmem.c): request
- *		slots, the arrival ring, counters, the clock's and the ledger's
- *		shared fields.
+ *		slots, the arrival ring, counters, and the shared fields of the
+ *		clock (lockq_clock.c) and of lockq_durability.c.
  *
  * Copyright (c) 2026, lockq developers
  * This file is part of lockq, released under the PostgreSQL License
@@ -202,7 +202,7 @@ typedef struct LqShared
 	int			nslots;
 
 	/*
-	 * Durable promises, kept by the lock server (see lockq_ledger.c): the
+	 * Durable promises, kept by the lock server (see lockq_durability.c): the
 	 * last token issued, and the durable ceiling below which tokens may be
 	 * issued without a flush.
 	 */
@@ -243,7 +243,7 @@ typedef struct LqShared
 
 	/*
 	 * The lock server's start in this shared-memory lifetime (see
-	 * lq_ledger_start): whether the first one has committed (backends read
+	 * lq_durability_start): whether the first one has committed (backends read
 	 * it with lq_server_started: until then the tables may still hold what
 	 * a crash left unsettled), and what the first attempt decided about the
 	 * clock, kept for a retry.

@@ -48,7 +48,7 @@ typedef struct LqQueueRow
 
 /*
  * One row of lockq.unsettled: a lock whose latest changes may have been
- * shown before they were flushed (see lockq_ledger.c).
+ * shown before they were flushed (see lockq_durability.c).
  */
 typedef struct LqUnsettledRow
 {

@@ -15,7 +15,7 @@
  *
  * Nothing a batch decides is visible before its commit.  Whether the commit
  * is flushed before the answers go out depends on what the batch promised
- * (lockq_ledger.c decides; the rules are in DESIGN.md, "Durability", and
+ * (lockq_durability.c decides; the rules are in DESIGN.md, "Durability", and
  * nowhere else).  Batches that only add or remove waiters never wait for a
  * flush.  If a batch fails, the transaction rolls back, the in-memory state
  * is rebuilt from the tables and the requests are applied again, one per
@@ -68,11 +68,11 @@
 #include "utils/timestamp.h"
 
 #include "lockq_clock.h"
+#include "lockq_durability.h"
 #include "lockq_fastpath.h"
 #include "lockq_fault.h"
 #include "lockq_guc.h"
 #include "lockq_leases.h"
-#include "lockq_ledger.h"
 #include "lockq_outbox.h"
 #include "lockq_rules.h"
 #include "lockq_session.h"
@@ -515,7 +515,7 @@ lq_begin_batch(void)
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	lq_outbox_begin();
-	lq_ledger_begin();
+	lq_durability_begin();
 }
 
 static void
@@ -665,12 +665,12 @@ lq_commit(bool sync)
 static void
 lq_commit_batch(void)
 {
-	bool		sync = lq_ledger_flush_needed();
+	bool		sync = lq_durability_flush_needed();
 	List	   *again;
 	MemoryContext old;
 
 	lq_outbox_emit_notices();
-	lq_ledger_prepare_commit();
+	lq_durability_prepare_commit();
 	LQ_FAULT("batch-before-commit");
 	lq_tables_end_batch(true);
 	if (lq_spi_connected)
@@ -683,7 +683,7 @@ lq_commit_batch(void)
 	lq_commit(sync);
 	LQ_FAULT("batch-after-commit");
 
-	lq_ledger_committed();
+	lq_durability_committed();
 	again = lq_outbox_publish();
 	lq_ring_settled();
 	old = MemoryContextSwitchTo(TopMemoryContext);
@@ -716,7 +716,7 @@ lq_discard_batch(void)
 	lq_recheck = list_concat(lq_recheck, again);
 	MemoryContextSwitchTo(old);
 	list_free(again);
-	lq_ledger_discard();
+	lq_durability_discard();
 }
 
 static void
@@ -886,9 +886,9 @@ lq_recover_installation(void)
 }
 
 /*
- * lq_recover_state rebuilds the lock state: the ledger takes over the
- * clock and the ceilings (and, on the first start in a shared-memory
- * lifetime, settles what a stop or crash left, lq_ledger_start), the
+ * lq_recover_state rebuilds the lock state: lockq_durability.c takes over
+ * the clock and the ceilings (and, on the first start in a shared-memory
+ * lifetime, settles what a stop or crash left, lq_durability_start), the
  * unsettled locks give the delays, the tables and shared memory give the
  * rest.  Leases that ended while no lock server ran end before any request
  * in flight is applied: a renewal sent before the end but applied after it
@@ -906,8 +906,8 @@ lq_recover_state(void)
 	lq_tables_prepare();
 	lq_lock_or_raise();
 	lq_tables_note_files();
-	now = lq_ledger_start(!lq_shared->started);
-	delays = lq_ledger_load(now, &all_until);
+	now = lq_durability_start(!lq_shared->started);
+	delays = lq_durability_load(now, &all_until);
 	lq_rules_load(now, delays, all_until);
 	(void) lq_rules_run_timers(now);
 	if (!lq_careful)
@@ -915,7 +915,7 @@ lq_recover_state(void)
 		List	   *slots = lq_slots_in_flight();
 		ListCell   *lc;
 
-		lq_ledger_extend_clock(now);
+		lq_durability_extend_clock(now);
 		foreach(lc, slots)
 			lq_handle_entry(lfirst_int(lc), now);
 		list_free(slots);
@@ -1164,7 +1164,7 @@ lq_apply_batch(const LqBatchPlan *plan)
 	if (lq_tables_rewritten())
 		return false;
 	if (plan->now + LQ_CLOCK_MARGIN_US > lq_clock_ceiling())
-		lq_ledger_extend_clock(plan->now);
+		lq_durability_extend_clock(plan->now);
 	(void) lq_rules_run_timers(plan->now);
 	foreach(lc, plan->entries)
 	{
@@ -1177,10 +1177,10 @@ lq_apply_batch(const LqBatchPlan *plan)
 		lq_rules_retry_deferred(plan->now);
 		lq_fence_gen_seen = plan->fence_gen;
 	}
-	lq_ledger_settle_markers(plan->now);
+	lq_durability_settle_markers(plan->now);
 	{
 		bool		all;
-		List	   *rows = lq_ledger_take_needs_rows(&all);
+		List	   *rows = lq_durability_take_needs_rows(&all);
 
 		lq_rules_give_rows(rows, all);
 		list_free_deep(rows);
@@ -1241,14 +1241,14 @@ lq_batch(void)
 
 /*
  * lq_next_deadline: the earliest time something is due, in the rules (a
- * lease, a timeout, a delay) or the ledger (settling unsettled locks); 0 if
- * nothing is.
+ * lease, a timeout, a delay) or in lockq_durability.c (settling unsettled
+ * locks); 0 if nothing is.
  */
 static int64
 lq_next_deadline(void)
 {
 	int64		a = lq_rules_next_deadline();
-	int64		b = lq_ledger_next_deadline();
+	int64		b = lq_durability_next_deadline();
 
 	if (a == 0 || (b != 0 && b < a))
 		return b;
@@ -1464,7 +1464,7 @@ lq_worker_stop(void)
 
 		/* grants kept without a row get theirs before every marker goes */
 		lq_rules_give_rows(NIL, true);
-		lq_ledger_stop(last);
+		lq_durability_stop(last);
 		LQ_FAULT("worker-stop");
 		lq_commit_batch();
 	}
@@ -1624,7 +1624,7 @@ lockq_worker_main(Datum main_arg)
 	lq_override_settings();
 
 	lq_outbox_init();
-	lq_ledger_init();
+	lq_durability_init();
 	lq_ring_buf = MemoryContextAlloc(TopMemoryContext,
 									 sizeof(LqEntry) * LQ_MAX_BATCH_SIZE);
 	lq_rules_init();
