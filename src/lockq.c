@@ -57,5 +57,5 @@ _PG_init(void)
 	lq_shmem_init_hooks();
 	lq_fast_init_hooks();
 	lq_hooks_install();
-	lq_register_worker();
+	lq_worker_register();
 }

@@ -203,8 +203,8 @@ lq_at_session_exit(int code, Datum arg)
 		slot->cancel_requested = true;
 	SpinLockRelease(&slot->mutex);
 
-	lq_ring_push(lq_entry_request(slotno));
-	lq_wake_worker();
+	lq_shmem_ring_push(lq_entry_request(slotno));
+	lq_shmem_wake_worker();
 }
 
 /*
@@ -243,7 +243,7 @@ lq_call_attach(void)
 			break;
 
 		/* The previous session's exit is not processed yet: nudge. */
-		lq_wake_worker();
+		lq_shmem_wake_worker();
 		(void) ConditionVariableTimedSleep(&slot->freed, 1000,
 										   PG_WAIT_EXTENSION);
 	}
@@ -327,8 +327,8 @@ lq_withdraw(int slotno, int wait_ms)
 	LqSlot	   *slot = &lq_slots[slotno];
 	int			waited = 0;
 
-	lq_ring_push(lq_entry_request(slotno));
-	lq_wake_worker();
+	lq_shmem_ring_push(lq_entry_request(slotno));
+	lq_shmem_wake_worker();
 
 	while (waited < wait_ms)
 	{
@@ -377,7 +377,7 @@ lq_wait_idle(LqSlot *slot)
 						 1000, PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
-		lq_wake_worker();
+		lq_shmem_wake_worker();
 	}
 }
 
@@ -417,7 +417,7 @@ lq_wait_set(void)
  * is shared.
  *
  * A lockq_get for a lock that another owner seems to hold (the held
- * hints, lq_hint_held_by_other) arrives lazily: it cannot be granted
+ * hints, lq_shmem_hint_held_by_other) arrives lazily: it cannot be granted
  * before that grant ends, and the lock server drains the ring in order
  * before it decides any end, so it is left in the ring without waking the
  * lock server, which takes it with its next wake-up (usually the holder's
@@ -425,8 +425,8 @@ lq_wait_set(void)
  * acted on after the lock server last looked at the ring is caught by
  * reading it again after the push (below), and by the lock server, which
  * looks at the ring once more before it sleeps after dropping a hint
- * (lq_hint_lazy_stranded).  Views wake the lock server for lazy arrivals
- * (lq_settle_arrivals), and lq_await wakes it itself when half of the
+ * (lq_shmem_hint_lazy_stranded).  Views wake the lock server for lazy arrivals
+ * (lq_shmem_settle_arrivals), and lq_await wakes it itself when half of the
  * wait limit is left, and after LQ_LAZY_ARRIVAL_MS as a safety net.  A
  * lockq_get whose wait ends within LQ_LAZY_MIN_WAIT_US is never lazy.
  */
@@ -457,10 +457,10 @@ lq_submit(LqSlot *slot, int slotno, LqRequest *req)
 	lazy = req->op == LQ_OP_GET &&
 		(req->deadline == 0 ||
 		 req->deadline > lq_clock_peek() + LQ_LAZY_MIN_WAIT_US) &&
-		lq_hint_held_by_other(req->lock_id, req->owner);
+		lq_shmem_hint_held_by_other(req->lock_id, req->owner);
 	if (lazy)
 		LQ_FAULT("submit-lazy-before-push");
-	lq_ring_push(lq_entry_request(slotno));
+	lq_shmem_ring_push(lq_entry_request(slotno));
 	if (lazy)
 	{
 		/*
@@ -470,16 +470,16 @@ lq_submit(LqSlot *slot, int slotno, LqRequest *req)
 		 * If the hint still says held, the end comes later, and the lock
 		 * server drains the ring before it decides it.  The barrier keeps
 		 * the push (a store) ahead of the hint's reads; it pairs with the
-		 * one in lq_hint_lazy_stranded, between the lock server's change
+		 * one in lq_shmem_hint_lazy_stranded, between the lock server's change
 		 * of a hint and its look at the ring: one of the two sees the
 		 * other's store, and a read that sees a change in progress counts
-		 * as "not held" (lq_hint_held_by_other).
+		 * as "not held" (lq_shmem_hint_held_by_other).
 		 */
 		pg_memory_barrier();
-		lazy = lq_hint_held_by_other(req->lock_id, req->owner);
+		lazy = lq_shmem_hint_held_by_other(req->lock_id, req->owner);
 	}
 	if (!lazy)
-		lq_wake_worker();
+		lq_shmem_wake_worker();
 	return lazy;
 }
 
@@ -587,7 +587,7 @@ lq_await(LqSlot *slot, const LqRequest *req, bool lazy)
 			if (!pending || left <= 0)
 			{
 				if (pending)
-					lq_wake_worker();
+					lq_shmem_wake_worker();
 				kick_at = 0;
 			}
 			else
@@ -611,7 +611,7 @@ lq_await(LqSlot *slot, const LqRequest *req, bool lazy)
 		if (done)
 		{
 			/* wake two of the backends answered in the same batch */
-			lq_wakes_pass(2);
+			lq_shmem_wakes_pass(2);
 
 			/*
 			 * A cancel or terminate that came with the answer is
@@ -764,8 +764,8 @@ lq_queue_quick(int slotno, const char *lock_id, int64 token)
 	strlcpy(slot->quick_ids[slot->nquick], lock_id, LQ_MAX_ID_LEN + 1);
 	slot->nquick++;
 	SpinLockRelease(&slot->mutex);
-	lq_ring_push(lq_entry_quick(slotno));
-	lq_wake_worker();
+	lq_shmem_ring_push(lq_entry_quick(slotno));
+	lq_shmem_wake_worker();
 }
 
 /*
@@ -799,12 +799,12 @@ lq_call_quick_release(const LqRequest *req)
 	switch (lq_fast_release(req->lock_id, token, lq_clock_peek()))
 	{
 		case LQ_FAST_RELEASED:
-			lq_stat_add(LQ_STAT_RELEASES, 1);
+			lq_shmem_stat_add(LQ_STAT_RELEASES, 1);
 			lq_call_remember_grant(req->lock_id, 0);
 			return true;
 		case LQ_FAST_EXPIRED:
 			/* over already: the normal path answers false */
-			lq_stat_add(LQ_STAT_EXPIRIES, 1);
+			lq_shmem_stat_add(LQ_STAT_EXPIRIES, 1);
 			lq_call_remember_grant(req->lock_id, 0);
 			return false;
 		case LQ_FAST_NOT_MINE:
@@ -878,7 +878,7 @@ lq_call_take_fast(LqRequest *req, LqResult *res)
 						  MyStartTimestamp, role, req->ttl_us, lq_clock_peek());
 	if (token == 0)
 		return false;
-	lq_stat_add(LQ_STAT_GRANTS, 1);
+	lq_shmem_stat_add(LQ_STAT_GRANTS, 1);
 	memset(res, 0, sizeof(LqResult));
 	res->status = LQ_ST_GRANTED;
 	res->token = token;
@@ -960,7 +960,7 @@ lq_call_now_bounded(void)
 		int64		v = lq_clock_peek();
 
 		if (v <= lq_clock_ceiling() && lq_clock_is_ready() &&
-			lq_server_started())
+			lq_shmem_server_started())
 			return v;
 		if (tries > 100)
 			elog(ERROR, "lockq clock ceiling is not advancing");

@@ -675,7 +675,8 @@ lq_durability_tick(void)
  * the durable ceiling first when the reserve is used up.  (Each start of
  * the lock server moves the tokens up to its clock first:
  * lq_durability_start.) Backends take tokens from the same counter for the
- * grants they make by themselves (lq_token_take), hence the atomic increment.
+ * grants they make by themselves (lq_shmem_token_take), hence the atomic
+ * increment.
  */
 int64
 lq_durability_next_token(void)
@@ -722,7 +723,7 @@ lq_plan_clock(const LqStateFile *file, bool have_file, const char *boot,
 	}
 	else
 	{
-		int64		start = Max(lq_wall_us(), clock_ceiling + 1);
+		int64		start = Max(lq_clock_wall_us(), clock_ceiling + 1);
 
 		offset = start - lq_clock_boottime_us();
 		last = start - 1;
@@ -798,7 +799,7 @@ lq_durability_start(bool first_start)
 	int64		token_ceiling;
 	int64		now;
 
-	lq_boot_id(boot);
+	lq_statefile_boot_id(boot);
 	clock_ceiling = Max(seq_clock, have_file ? file.clock_ceiling : 0);
 	token_ceiling = Max(seq_token, have_file ? file.token_ceiling : 0);
 	token_ceiling = Max(token_ceiling, (int64) pg_atomic_read_u64(&lq_shared->token_high));

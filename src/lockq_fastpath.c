@@ -43,7 +43,7 @@
  * end it and hold the hand-off back.
  *
  * Tokens come from the shared counter below the durable ceiling
- * (lq_token_take); when the reserve is used up the backend falls back to
+ * (lq_shmem_token_take); when the reserve is used up the backend falls back to
  * the lock server, which raises the ceiling.  While the lock server
  * rebuilds its state, and after a crash until every lock's delay is over,
  * the fast path is closed (ok); the lock server closes it under every
@@ -237,7 +237,7 @@ lq_fast_grant(const char *lock_id, int slotno, int pid, int64 session_start,
 		pg_atomic_read_u32(&lq_fast->inflight[bucket]) == 0 &&
 		hash_search_with_hash_value(lq_fast_table, lock_id, hash, HASH_FIND,
 									NULL) == NULL &&
-		(token = lq_token_take()) > 0)
+		(token = lq_shmem_token_take()) > 0)
 	{
 		LqSessionGrant g;
 

@@ -12,7 +12,7 @@
  *	- a session-bound grant: a count in its shared-memory entry
  *	  (lockq_session.c), and its token in this backend's slot, so that the
  *	  lock server can tell whose transaction holds a hand-off back
- *	  (lq_slot_fencers);
+ *	  (lq_shmem_slot_fencers);
  *	- a leased grant kept without its lockq.owners row: a count in its
  *	  entry in the table of quick releases (lockq_leases.c);
  *	- any other leased grant: a KEY SHARE lock on its row in lockq.owners
@@ -47,7 +47,7 @@ static bool lq_fenced = false;	/* this transaction holds a fence */
 
 /*
  * lq_note_fence lists a session-bound grant this transaction is now fenced
- * on in our slot, for the lock server (lq_slot_fencers).
+ * on in our slot, for the lock server (lq_shmem_slot_fencers).
  */
 static void
 lq_note_fence(int64 token)
@@ -143,5 +143,5 @@ lq_fences_end(void)
 	slot->fences_overflow = false;
 	SpinLockRelease(&slot->mutex);
 	pg_atomic_fetch_add_u64(&lq_shared->fence_gen, 1);
-	lq_wake_worker();
+	lq_shmem_wake_worker();
 }

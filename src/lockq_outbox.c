@@ -391,7 +391,7 @@ lq_publish_slot(int slotno, LqSlotStaged *st, bool *recheck, bool *freed)
 	SpinLockAcquire(&slot->mutex);
 	if (st->queued_set)
 		slot->queued_ts = st->queued_ts;
-	lq_slot_drop_quick(slot, st->quick_done);
+	lq_shmem_slot_drop_quick(slot, st->quick_done);
 	switch (st->kind)
 	{
 		case LQ_STAGED_NONE:
@@ -414,7 +414,7 @@ lq_publish_slot(int slotno, LqSlotStaged *st, bool *recheck, bool *freed)
 			}
 			break;
 		case LQ_STAGED_FREE:
-			lq_slot_free(slot);
+			lq_shmem_slot_free(slot);
 			*freed = true;
 			break;
 	}
@@ -426,7 +426,7 @@ lq_publish_slot(int slotno, LqSlotStaged *st, bool *recheck, bool *freed)
 /*
  * lq_publish_slots publishes the staged outcome of every slot that has one
  * of batch (all: whatever batch), waking the backends (through
- * lq_wakes_hand_on); returns the slots to look at again.
+ * lq_shmem_wakes_hand_on); returns the slots to look at again.
  */
 static List *
 lq_publish_slots(List *slots, uint64 batch)
@@ -451,7 +451,7 @@ lq_publish_slots(List *slots, uint64 batch)
 		{
 			if (nwake == lengthof(wake))
 			{
-				lq_wakes_hand_on(wake, nwake);
+				lq_shmem_wakes_hand_on(wake, nwake);
 				nwake = 0;
 			}
 			wake[nwake++] = procno;
@@ -466,7 +466,7 @@ lq_publish_slots(List *slots, uint64 batch)
 			MemoryContextSwitchTo(old);
 		}
 	}
-	lq_wakes_hand_on(wake, nwake);
+	lq_shmem_wakes_hand_on(wake, nwake);
 	return recheck;
 }
 

@@ -431,7 +431,7 @@ lq_rules_reset(void)
 	MemoryContext old;
 
 	MemoryContextReset(lq_rules_cxt);
-	lq_hint_reset();
+	lq_shmem_hint_reset();
 	old = MemoryContextSwitchTo(lq_rules_cxt);
 
 	memset(&ctl, 0, sizeof(ctl));
@@ -527,7 +527,7 @@ lq_queue_length_changed(int from, int to)
 	if (to > lq_longest)
 	{
 		lq_longest = to;
-		lq_stat_queue_length((uint64) to);
+		lq_shmem_stat_queue_length((uint64) to);
 	}
 	else if (from == lq_longest && lq_qlen_locks[from] == 0)
 		lq_longest = to;
@@ -817,7 +817,7 @@ lq_reply_fail(int slotno, uint64 reqid, int sqlerrcode, const char *message,
 {
 	LqResult	res;
 
-	lq_result_error(&res, sqlerrcode, message, hint);
+	lq_shmem_result_error(&res, sqlerrcode, message, hint);
 	lq_outbox_reply(slotno, reqid, &res);
 }
 
@@ -953,7 +953,7 @@ lq_hold_lock(LqLock *lock, const LqHolder *h)
 	lock->session_pid = h->in_shmem ? h->session_pid : 0;
 	lock->session_start = h->in_shmem ? h->session_start : 0;
 	lq_nholders++;
-	lq_hint_held(lock->lock_id, lock->owner);
+	lq_shmem_hint_held(lock->lock_id, lock->owner);
 	if (h->in_shmem)
 	{
 		lq_nsession_grants++;
@@ -1111,7 +1111,7 @@ lq_grant(LqLock *lock, LqHolder *h, int64 lease)
 		lq_offer_quick_release(lock, lock->acquired);
 	}
 	lq_timer_arm(&lock->lease, lock->expires);
-	lq_stat_add(LQ_STAT_GRANTS, 1);
+	lq_shmem_stat_add(LQ_STAT_GRANTS, 1);
 	return lock->token;
 }
 
@@ -1188,7 +1188,7 @@ lq_set_lease(LqLock *lock, int64 expires)
 		lq_lift_hold(lock, now);
 	}
 	lq_timer_arm(&lock->lease, expires);
-	lq_stat_add(LQ_STAT_RENEWALS, 1);
+	lq_shmem_stat_add(LQ_STAT_RENEWALS, 1);
 }
 
 /*
@@ -1309,7 +1309,7 @@ lq_waiter_create(LqLock *lock, const LqWaiterSpec *spec)
 	lq_role_count(spec->role, offsetof(LqRoleUsage, waiters), 1);
 
 	if (fresh)
-		lq_stat_add(LQ_STAT_ENQUEUES, 1);
+		lq_shmem_stat_add(LQ_STAT_ENQUEUES, 1);
 	if (!spec->client)
 	{
 		lq_slot_set_queued(spec->slotno, w->ts);
@@ -1456,27 +1456,28 @@ lq_end_grant(LqLock *lock, LqEndReason why, int64 now)
 	switch (why)
 	{
 		case LQ_END_RELEASE:
-			lq_stat_add(LQ_STAT_RELEASES, 1);
+			lq_shmem_stat_add(LQ_STAT_RELEASES, 1);
 			break;
 		case LQ_END_EXPIRE:
-			lq_stat_add(LQ_STAT_EXPIRIES, 1);
+			lq_shmem_stat_add(LQ_STAT_EXPIRIES, 1);
 			lq_log_lease_end(lock, "expired", now);
 			break;
 		case LQ_END_SESSION:
-			lq_stat_add(LQ_STAT_SESSION_RELEASES, 1);
+			lq_shmem_stat_add(LQ_STAT_SESSION_RELEASES, 1);
 			break;
 		case LQ_END_FORCE:
-			lq_stat_add(LQ_STAT_FORCED_RELEASES, 1);
+			lq_shmem_stat_add(LQ_STAT_FORCED_RELEASES, 1);
 			lq_log_lease_end(lock, "was released by force", now);
 			break;
 		case LQ_END_CANCEL:
-			lq_stat_add(LQ_STAT_CANCELS, 1);
+			lq_shmem_stat_add(LQ_STAT_CANCELS, 1);
 			break;
 	}
 
 	/* its life: to its lease end if that came first (an expiry), else now */
-	lq_stat_add(LQ_STAT_HOLD_US,
-				(uint64) Max(Min(now, lock->expires) - lock->acquired, 0));
+	lq_shmem_stat_add(LQ_STAT_HOLD_US,
+					  (uint64) Max(Min(now, lock->expires) - lock->acquired,
+								   0));
 
 	lock->ending = true;
 	if (why == LQ_END_RELEASE || why == LQ_END_CANCEL)
@@ -1511,7 +1512,7 @@ lq_defer_handoff(LqLock *lock, bool count)
 	lq_timer_arm(&lock->lease,
 				 lock->expires + (int64) lockq_fence_timeout * 1000);
 	if (count)
-		lq_stat_add(LQ_STAT_DEFERRED_HANDOFFS, 1);
+		lq_shmem_stat_add(LQ_STAT_DEFERRED_HANDOFFS, 1);
 }
 
 /*
@@ -1527,11 +1528,12 @@ lq_terminate_fencers(LqLock *lock, int64 now)
 	List	   *pids;
 	ListCell   *lc;
 
-	pids = lock->in_shmem || lock->rowless ? lq_slot_fencers(lock->token) :
+	pids = lock->in_shmem || lock->rowless ?
+		lq_shmem_slot_fencers(lock->token) :
 		lq_tables_fencer_pids(&lock->row_tid);
 	/* fenced in its entry before it had its row */
 	if (lock->was_rowless && !lock->rowless)
-		pids = list_concat_unique_int(pids, lq_slot_fencers(lock->token));
+		pids = list_concat_unique_int(pids, lq_shmem_slot_fencers(lock->token));
 	foreach(lc, pids)
 	{
 		int			pid = lfirst_int(lc);
@@ -1624,7 +1626,7 @@ lq_finish_end(LqLock *lock, int64 now)
 	}
 	lock->held = false;
 	lock->ending = false;
-	lq_hint_free(lock->lock_id);
+	lq_shmem_hint_free(lock->lock_id);
 	lq_strfree(&lock->owner);
 	lq_strfree(&lock->channel);
 	lq_nholders--;
@@ -1718,8 +1720,9 @@ lq_grant_next(LqLock *lock, int64 now)
 		token = lq_grant(lock, &h, ttl);
 		lq_reply(slotno, reqid, LQ_ST_GRANTED, token, true);
 	}
-	lq_stat_add(LQ_STAT_HANDOFFS, 1);
-	lq_stat_add(LQ_STAT_WAIT_US, (uint64) Max(lock->acquired - queued, 0));
+	lq_shmem_stat_add(LQ_STAT_HANDOFFS, 1);
+	lq_shmem_stat_add(LQ_STAT_WAIT_US,
+					  (uint64) Max(lock->acquired - queued, 0));
 }
 
 /*
@@ -2182,7 +2185,7 @@ lq_apply_cancel(int slotno, uint64 reqid, const LqRequest *req, int64 now)
 		LqLock	   *wl = w->lock;
 
 		lq_waiter_remove(w, true);
-		lq_stat_add(LQ_STAT_CANCELS, 1);
+		lq_shmem_stat_add(LQ_STAT_CANCELS, 1);
 		lq_lock_maybe_drop(wl);
 		lq_reply(slotno, reqid, LQ_ST_TRUE, 0, false);
 	}
@@ -2262,7 +2265,7 @@ lq_rules_quick_release(const char *lock_id, int64 token, int64 now)
 void
 lq_rules_apply(int slotno, uint64 reqid, const LqRequest *req, int64 now)
 {
-	lq_stat_add(LQ_STAT_REQUESTS, 1);
+	lq_shmem_stat_add(LQ_STAT_REQUESTS, 1);
 	if (req->op != LQ_OP_RELEASE_SESSION && req->op != LQ_OP_CLOCK &&
 		req->op != LQ_OP_NONE)
 		lq_rules_fire_due_for(req->lock_id, req->owner, now);
@@ -2342,7 +2345,7 @@ lq_rules_cancel_wait(int slotno, uint64 reqid, int64 now)
 		return;
 	lock = w->lock;
 	lq_waiter_remove(w, true);
-	lq_stat_add(LQ_STAT_CANCELS, 1);
+	lq_shmem_stat_add(LQ_STAT_CANCELS, 1);
 	lq_lock_maybe_drop(lock);
 }
 
@@ -2509,12 +2512,12 @@ lq_fire_timer(LqTimer *t, int64 now)
 			if (w->channel != NULL)
 				lq_outbox_notify(w->channel, "dropped", 0, lock->lock_id,
 								 w->key.owner);
-			lq_stat_add(LQ_STAT_DROPPED_WAITERS, 1);
+			lq_shmem_stat_add(LQ_STAT_DROPPED_WAITERS, 1);
 		}
 		else
 		{
 			lq_reply(w->slot, w->reqid, LQ_ST_TIMEOUT, 0, false);
-			lq_stat_add(LQ_STAT_TIMEOUTS, 1);
+			lq_shmem_stat_add(LQ_STAT_TIMEOUTS, 1);
 		}
 		lq_waiter_remove(w, true);
 		lq_lock_maybe_drop(lock);
@@ -2756,7 +2759,7 @@ lq_rules_publish_gauges(void)
 						(uint64) MemoryContextMemAllocated(lq_rules_cxt, true));
 	pg_atomic_write_u64(&lq_shared->longest_queue, (uint64) lq_longest);
 	/* after a lockq_stats_reset that read a longest queue older than this */
-	lq_stat_queue_length((uint64) lq_longest);
+	lq_shmem_stat_queue_length((uint64) lq_longest);
 }
 
 /*

@@ -235,7 +235,7 @@ typedef struct LqShared
 
 	/*
 	 * Backends the lock server answered and left for the backends it woke
-	 * to wake (lq_wakes_hand_on): procnos, protected by wake_mutex.
+	 * to wake (lq_shmem_wakes_hand_on): procnos, protected by wake_mutex.
 	 */
 	slock_t		wake_mutex;
 	int			wake_n;
@@ -244,9 +244,9 @@ typedef struct LqShared
 	/*
 	 * The lock server's start in this shared-memory lifetime (see
 	 * lq_durability_start): whether the first one has committed (backends read
-	 * it with lq_server_started: until then the tables may still hold what
-	 * a crash left unsettled), and what the first attempt decided about the
-	 * clock, kept for a retry.
+	 * it with lq_shmem_server_started: until then the tables may still hold
+	 * what a crash left unsettled), and what the first attempt decided about
+	 * the clock, kept for a retry.
 	 */
 	bool		started;
 	bool		start_planned;
@@ -276,9 +276,9 @@ typedef struct LqShared
 
 	/*
 	 * The ring position up to which every arrival has been read and the
-	 * batch that read it published (lq_ring_settled), and the condition
+	 * batch that read it published (lq_shmem_ring_settled), and the condition
 	 * variable broadcast when it moves: views wait on it for lazy arrivals
-	 * (lq_settle_arrivals).
+	 * (lq_shmem_settle_arrivals).
 	 */
 	pg_atomic_uint64 ring_settled;
 	ConditionVariable settled_cv;
@@ -287,7 +287,7 @@ typedef struct LqShared
 } LqShared;
 
 /*
- * The longest a lockq_get that arrived lazily (lq_hint_held_by_other)
+ * The longest a lockq_get that arrived lazily (lq_shmem_hint_held_by_other)
  * leaves its request unread before it wakes the lock server itself, in
  * milliseconds: a safety net only, the end of the grant it waits for wakes
  * the lock server first (lq_submit).  One with a wait limit wakes it when
@@ -307,29 +307,29 @@ typedef struct LqShared
 extern LqShared *lq_shared;
 extern LqSlot *lq_slots;
 extern void lq_shmem_init_hooks(void);
-extern void lq_ring_push(LqEntry entry);
-extern int	lq_ring_drain(LqEntry *out, int max, bool *overflow);
-extern void lq_wake_worker(void);
-extern void lq_wakes_hand_on(const int *procnos, int n);
-extern void lq_wakes_pass(int n);
-extern void lq_hint_held(const char *lock_id, const char *owner);
-extern void lq_hint_free(const char *lock_id);
-extern void lq_hint_reset(void);
-extern bool lq_hint_lazy_stranded(void);
-extern void lq_ring_settled(void);
-extern void lq_ring_adopt(void);
-extern void lq_settle_arrivals(void);
-extern bool lq_hint_held_by_other(const char *lock_id, const char *owner);
-extern void lq_stat_add(LqStat stat, uint64 n);
-extern bool lq_server_started(void);
-extern int64 lq_token_take(void);
-extern void lq_stat_queue_length(uint64 n);
-extern void lq_stats_reset(void);
-extern void lq_result_error(LqResult *res, int sqlerrcode, const char *message,
-							const char *hint);
-extern List *lq_slot_fencers(int64 token);
-extern void lq_slot_drop_quick(LqSlot *slot, int n);
-extern void lq_slot_free(LqSlot *slot);
+extern void lq_shmem_ring_push(LqEntry entry);
+extern int	lq_shmem_ring_drain(LqEntry *out, int max, bool *overflow);
+extern void lq_shmem_wake_worker(void);
+extern void lq_shmem_wakes_hand_on(const int *procnos, int n);
+extern void lq_shmem_wakes_pass(int n);
+extern void lq_shmem_hint_held(const char *lock_id, const char *owner);
+extern void lq_shmem_hint_free(const char *lock_id);
+extern void lq_shmem_hint_reset(void);
+extern bool lq_shmem_hint_lazy_stranded(void);
+extern void lq_shmem_ring_settled(void);
+extern void lq_shmem_ring_adopt(void);
+extern void lq_shmem_settle_arrivals(void);
+extern bool lq_shmem_hint_held_by_other(const char *lock_id, const char *owner);
+extern void lq_shmem_stat_add(LqStat stat, uint64 n);
+extern bool lq_shmem_server_started(void);
+extern int64 lq_shmem_token_take(void);
+extern void lq_shmem_stat_queue_length(uint64 n);
+extern void lq_shmem_stats_reset(void);
+extern void lq_shmem_result_error(LqResult *res, int sqlerrcode,
+								  const char *message, const char *hint);
+extern List *lq_shmem_slot_fencers(int64 token);
+extern void lq_shmem_slot_drop_quick(LqSlot *slot, int n);
+extern void lq_shmem_slot_free(LqSlot *slot);
 
 
 #endif							/* LOCKQ_SHMEM_H */

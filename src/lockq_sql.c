@@ -276,7 +276,7 @@ lockq_try(PG_FUNCTION_ARGS)
 	lq_call_raise_if_error(&res);
 	if (res.status != LQ_ST_GRANTED)
 	{
-		lq_stat_add(LQ_STAT_FAILED_TRIES, 1);
+		lq_shmem_stat_add(LQ_STAT_FAILED_TRIES, 1);
 		PG_RETURN_NULL();
 	}
 	if (req.session_owner)

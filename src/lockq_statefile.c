@@ -48,11 +48,11 @@
 #define LQ_STATEFILE_MAGIC	"lockq-state 1"
 
 /*
- * lq_boot_id copies the kernel's id of the current boot into buf
+ * lq_statefile_boot_id copies the kernel's id of the current boot into buf
  * (LQ_BOOT_ID_LEN bytes), or an empty string where there is none.
  */
 void
-lq_boot_id(char *buf)
+lq_statefile_boot_id(char *buf)
 {
 	FILE	   *f = AllocateFile("/proc/sys/kernel/random/boot_id", "r");
 

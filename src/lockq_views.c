@@ -98,7 +98,7 @@ lockq_stats(PG_FUNCTION_ARGS)
 		elog(ERROR, "lockq_stats: expected %d columns, got %d",
 			 (int) LQ_STATS_NCOLS, tupdesc->natts);
 
-	lq_settle_arrivals();		/* lazy arrivals are counted */
+	lq_shmem_settle_arrivals();		/* lazy arrivals are counted */
 	memset(nulls, 0, sizeof(nulls));
 	for (i = 0; i < n; i++)
 		values[i] = Int64GetDatum((int64) pg_atomic_read_u64(&lq_shared->stats[lq_stat_columns[i]]));
@@ -118,7 +118,8 @@ lockq_stats(PG_FUNCTION_ARGS)
 	if (delay_max == 0)
 		nulls[n + 3] = true;
 	else
-		values[n + 3] = TimestampTzGetDatum(lq_us_to_timestamptz(delay_max));
+		values[n + 3] =
+			TimestampTzGetDatum(lq_clock_us_to_timestamptz(delay_max));
 	values[n + 4] = Int64GetDatum((int64) pg_atomic_read_u64(&lq_shared->delayed));
 	values[n + 5] = Int64GetDatum((int64) pg_atomic_read_u64(&lq_shared->state_bytes));
 	values[n + 6] = Float8GetDatum((double) pg_atomic_read_u64(&lq_shared->stats[LQ_STAT_WAIT_US]) / 1000.0);
@@ -142,7 +143,7 @@ Datum
 lockq_stats_reset(PG_FUNCTION_ARGS)
 {
 	lq_call_check_available();
-	lq_stats_reset();
+	lq_shmem_stats_reset();
 	PG_RETURN_VOID();
 }
 
@@ -164,7 +165,7 @@ lockq_waiting_backends(PG_FUNCTION_ARGS)
 	if (!lq_call_is_available())
 		return (Datum) 0;		/* nothing of ours in shared memory here */
 
-	lq_settle_arrivals();		/* lazy arrivals are shown queued */
+	lq_shmem_settle_arrivals();		/* lazy arrivals are shown queued */
 	for (i = 0; i < lq_shared->nslots; i++)
 	{
 		LqSlot	   *slot = &lq_slots[i];

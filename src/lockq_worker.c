@@ -130,11 +130,11 @@ static const char lq_doing_recover[] = "lockq: rebuilding the lock state";
 static int64 lq_next_deadline(void);
 
 /*
- * lq_register_worker registers the lock server.  Called from _PG_init while
+ * lq_worker_register registers the lock server.  Called from _PG_init while
  * preloading.
  */
 void
-lq_register_worker(void)
+lq_worker_register(void)
 {
 	BackgroundWorker worker;
 
@@ -182,9 +182,9 @@ lq_refuse_blocked(int slotno, uint64 reqid)
 			 LQ_SCHEMA, rel ? rel : "?",
 			 lq_blocked->holder ? "process" : "another transaction,",
 			 lq_blocked->holder);
-	lq_result_error(&res, ERRCODE_LOCK_NOT_AVAILABLE,
-					"lockq lock server could not lock its tables within lockq.table_lock_timeout",
-					hint);
+	lq_shmem_result_error(&res, ERRCODE_LOCK_NOT_AVAILABLE,
+						  "lockq lock server could not lock its tables within lockq.table_lock_timeout",
+						  hint);
 	lq_outbox_reply(slotno, reqid, &res);
 }
 
@@ -332,7 +332,7 @@ lq_handle_quick(int slotno, int64 now)
 	if (token == 0)
 		return;					/* a stale ring entry: already applied */
 
-	lq_stat_add(LQ_STAT_REQUESTS, 1);
+	lq_shmem_stat_add(LQ_STAT_REQUESTS, 1);
 	lq_rules_quick_release(lock_id, token, now);
 	lq_outbox_quick_done(slotno);
 }
@@ -386,7 +386,7 @@ lq_drop_quick(int slotno, const char *message)
 	LqSlot	   *slot = &lq_slots[slotno];
 
 	SpinLockAcquire(&slot->mutex);
-	lq_slot_drop_quick(slot, 1);
+	lq_shmem_slot_drop_quick(slot, 1);
 	SpinLockRelease(&slot->mutex);
 	if (message != NULL)
 		ereport(LOG,
@@ -413,12 +413,12 @@ lq_fail_slot(int slotno, int sqlerrcode, const char *message, const char *hint)
 		return;
 	}
 	slot = &lq_slots[slotno];
-	lq_result_error(&res, sqlerrcode, message, hint);
+	lq_shmem_result_error(&res, sqlerrcode, message, hint);
 
 	SpinLockAcquire(&slot->mutex);
 	if (slot->session_ended)
 	{
-		lq_slot_free(slot);
+		lq_shmem_slot_free(slot);
 		freed = true;
 	}
 	else if (slot->cancel_requested)
@@ -606,7 +606,8 @@ lq_after_durable_wait(void)
 static void
 lq_wait_replicated(void)
 {
-	lq_wakes_hand_on(NULL, 0);	/* nobody answered waits on the standbys */
+	/* nobody answered waits on the standbys */
+	lq_shmem_wakes_hand_on(NULL, 0);
 	lq_in_durable_wait = true;
 	SyncRepWaitForLSN(GetFlushRecPtr(NULL), false);
 	lq_after_durable_wait();
@@ -637,7 +638,7 @@ lq_commit(bool sync)
 	if (sync)
 	{
 		/* a flush, or standbys, may take long: wake the answered first */
-		lq_wakes_hand_on(NULL, 0);
+		lq_shmem_wakes_hand_on(NULL, 0);
 		lq_report(STATE_RUNNING, lq_doing_flush);
 		pg_atomic_write_u64(&lq_shared->durable_wait_since,
 							(uint64) lq_clock_peek());
@@ -685,7 +686,7 @@ lq_commit_batch(void)
 
 	lq_durability_committed();
 	again = lq_outbox_publish();
-	lq_ring_settled();
+	lq_shmem_ring_settled();
 	old = MemoryContextSwitchTo(TopMemoryContext);
 	lq_recheck = list_concat(lq_recheck, again);
 	MemoryContextSwitchTo(old);
@@ -694,9 +695,9 @@ lq_commit_batch(void)
 	if (!lq_fast_open)
 		lq_fast_maybe_open();
 	lq_rules_publish_gauges();
-	lq_stat_add(LQ_STAT_BATCHES, 1);
+	lq_shmem_stat_add(LQ_STAT_BATCHES, 1);
 	if (sync)
-		lq_stat_add(LQ_STAT_SYNC_COMMITS, 1);
+		lq_shmem_stat_add(LQ_STAT_SYNC_COMMITS, 1);
 }
 
 /*
@@ -740,7 +741,7 @@ lq_batch_failed(MemoryContext ccxt)
 	FlushErrorState();
 	AbortCurrentTransaction();
 	lq_discard_batch();
-	lq_stat_add(LQ_STAT_BATCH_ERRORS, 1);
+	lq_shmem_stat_add(LQ_STAT_BATCH_ERRORS, 1);
 	lq_need_recover = true;
 	lq_careful = true;
 	lq_error_backoff_ms = Min(Max(lq_error_backoff_ms * 2, 100),
@@ -937,7 +938,7 @@ lq_recover(void)
 	ErrorData  *edata = NULL;
 
 	lq_report(STATE_RUNNING, lq_doing_recover);
-	lq_ring_adopt();
+	lq_shmem_ring_adopt();
 	lq_wait_replicated();
 	lq_begin_batch();
 	PG_TRY();
@@ -1103,7 +1104,7 @@ lq_plan_batch(LqBatchPlan *plan)
 	int			n;
 	int64		due;
 
-	n = lq_ring_drain(lq_ring_buf, lockq_batch_size, &overflow);
+	n = lq_shmem_ring_drain(lq_ring_buf, lockq_batch_size, &overflow);
 	plan->full = n == lockq_batch_size;
 	plan->now = lq_clock_peek();
 	due = lq_next_deadline();
@@ -1409,7 +1410,7 @@ lq_cycle(void)
 	due = lq_next_deadline();
 	if (due > 0)
 		sleep_ms = Min(sleep_ms, Max(0, (due - now + 999) / 1000));
-	if (lq_recheck != NIL || lq_hint_lazy_stranded())
+	if (lq_recheck != NIL || lq_shmem_hint_lazy_stranded())
 		sleep_ms = 0;
 	/* blocked: what is due must wait; try again soon, not at once */
 	if (lq_blocked != NULL)
@@ -1428,7 +1429,7 @@ lq_worker_detach(int code, Datum arg)
 	}
 	SpinLockRelease(&lq_shared->mutex);
 	/* backends answered whom nobody has woken yet */
-	lq_wakes_hand_on(NULL, 0);
+	lq_shmem_wakes_hand_on(NULL, 0);
 	/* (an exit from a durable wait does not come back to lq_commit) */
 	pg_atomic_write_u64(&lq_shared->durable_wait_since, 0);
 }
@@ -1593,7 +1594,7 @@ lq_wait_for_work(long sleep_ms)
 		avg_wait_us > lockq_spin_time || !lq_spin(start))
 	{
 		lq_report_waiting();
-		lq_wakes_hand_on(NULL, 0);
+		lq_shmem_wakes_hand_on(NULL, 0);
 		(void) WaitLatch(MyLatch,
 						 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 sleep_ms, PG_WAIT_EXTENSION);
@@ -1635,7 +1636,7 @@ lockq_worker_main(Datum main_arg)
 	lq_shared->worker_procno = MyProc->pgprocno;
 	SpinLockRelease(&lq_shared->mutex);
 	before_shmem_exit(lq_worker_detach, (Datum) 0);
-	lq_stat_add(LQ_STAT_WORKER_STARTS, 1);
+	lq_shmem_stat_add(LQ_STAT_WORKER_STARTS, 1);
 
 	ereport(LOG,
 			(errmsg("lockq lock server started in database \"%s\"",
