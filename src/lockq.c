@@ -55,7 +55,7 @@ _PG_init(void)
 	MarkGUCPrefixReserved("lockq");
 
 	lq_shmem_init_hooks();
-	lq_fast_init_hooks();
+	lq_fastpath_init_hooks();
 	lq_hooks_install();
 	lq_worker_register();
 }

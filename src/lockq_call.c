@@ -195,7 +195,7 @@ lq_at_session_exit(int code, Datum arg)
 	LqSlot	   *slot = &lq_slots[slotno];
 
 	/* a call left by exit: the lock server adopts what it meets (its end) */
-	lq_fast_unclaim(lq_my_claim);
+	lq_fastpath_unclaim(lq_my_claim);
 	lq_my_claim = -1;
 	SpinLockAcquire(&slot->mutex);
 	slot->session_ended = true;
@@ -667,8 +667,8 @@ lq_call(LqRequest *req)
 	slot = &lq_slots[slotno];
 
 	/* no backend grants this lock by itself while we wait for the answer */
-	lq_fast_unclaim(lq_my_claim);
-	lq_my_claim = lq_fast_claim(req->lock_id);
+	lq_fastpath_unclaim(lq_my_claim);
+	lq_my_claim = lq_fastpath_claim(req->lock_id);
 	PG_TRY();
 	{
 		lazy = lq_submit(slot, slotno, req);
@@ -681,7 +681,7 @@ lq_call(LqRequest *req)
 	}
 	PG_FINALLY();
 	{
-		lq_fast_unclaim(lq_my_claim);
+		lq_fastpath_unclaim(lq_my_claim);
 		lq_my_claim = -1;
 	}
 	PG_END_TRY();
@@ -796,7 +796,7 @@ lq_call_quick_release(const LqRequest *req)
 	token = g->token;
 
 	/* a grant this session made by itself: gone at once, if nobody fences it */
-	switch (lq_fast_release(req->lock_id, token, lq_clock_peek()))
+	switch (lq_fastpath_release(req->lock_id, token, lq_clock_peek()))
 	{
 		case LQ_FAST_RELEASED:
 			lq_shmem_stat_add(LQ_STAT_RELEASES, 1);
@@ -874,8 +874,9 @@ lq_call_take_fast(LqRequest *req, LqResult *res)
 	lq_policy_check_use(req->lock_id, role, lq_call_is_admin(role));
 	if (!lq_policy_default_session_limit(role))
 		return false;
-	token = lq_fast_grant(req->lock_id, lq_call_slotno(), MyProcPid,
-						  MyStartTimestamp, role, req->ttl_us, lq_clock_peek());
+	token = lq_fastpath_grant(req->lock_id, lq_call_slotno(), MyProcPid,
+							  MyStartTimestamp, role, req->ttl_us,
+							  lq_clock_peek());
 	if (token == 0)
 		return false;
 	lq_shmem_stat_add(LQ_STAT_GRANTS, 1);

@@ -299,7 +299,7 @@ lq_outbox_lease_drop(const char *lock_id, int64 token)
 /*
  * lq_outbox_lock_dropped: the rules let go of this lock (nothing held,
  * queued or delayed).  Backends may grant it by themselves again once the
- * batch is published (lq_fast_forget); a batch that fails is undone by
+ * batch is published (lq_fastpath_forget); a batch that fails is undone by
  * the rebuild of the state, which counts the locks anew.
  */
 void
@@ -495,7 +495,7 @@ lq_outbox_publish(void)
 			lq_leases_drop(op->lock_id, op->token);
 	}
 	foreach(lc, lq_locks_dropped)
-		lq_fast_forget(lfirst(lc));
+		lq_fastpath_forget(lfirst(lc));
 	recheck = lq_publish_slots(lq_slots_touched, lq_batch);
 	lq_shared->sealed_batch = 0;
 	lq_outbox_forget();

@@ -664,7 +664,7 @@ lq_adopt_fast_grant(LqLock *lock, const LqFastGrant *fast)
 static void
 lq_adopt_fast_of_slot(int slotno)
 {
-	List	   *fast = lq_fast_adopt_slot(slotno);
+	List	   *fast = lq_fastpath_adopt_slot(slotno);
 	ListCell   *lc;
 
 	foreach(lc, fast)
@@ -679,7 +679,7 @@ lq_adopt_fast_of_slot(int slotno)
 /*
  * lq_lock_lookup finds lock_id in the rules' state.  A lock they have
  * nothing of may have been granted by a backend by itself: that grant is
- * adopted first (lq_fast_adopt), so that whatever the caller does next
+ * adopted first (lq_fastpath_adopt), so that whatever the caller does next
  * meets it.  With create, a lock not found is entered (free).
  */
 static LqLock *
@@ -690,7 +690,7 @@ lq_lock_lookup(const char *lock_id, bool create)
 
 	if (lock != NULL)
 		return lock;
-	if (lq_fast_adopt(lock_id, create, &fast))
+	if (lq_fastpath_adopt(lock_id, create, &fast))
 	{
 		lock = lq_lock_new(lock_id);
 		lq_adopt_fast_grant(lock, &fast);
@@ -2568,7 +2568,7 @@ lq_rules_fire_due_for(const char *lock_id, const char *owner, int64 now)
 	LqTimer    *t;
 
 	/* a grant a backend made by itself is adopted first, with its timer */
-	if (lq_fast_count() > 0)
+	if (lq_fastpath_count() > 0)
 		(void) lq_lock_lookup(lock_id, false);
 	t = lq_timer_first_of_groups();
 	/* usually nothing at all is left due: then there is nothing to look up */

@@ -104,7 +104,7 @@ lockq_stats(PG_FUNCTION_ARGS)
 		values[i] = Int64GetDatum((int64) pg_atomic_read_u64(&lq_shared->stats[lq_stat_columns[i]]));
 	/* with the grants backends made by themselves (lockq_fastpath.c) */
 	values[n] = Int64GetDatum((int64) (pg_atomic_read_u64(&lq_shared->holders) +
-									   lq_fast_count()));
+									   lq_fastpath_count()));
 	values[n + 1] = Int64GetDatum((int64) pg_atomic_read_u64(&lq_shared->waiters));
 
 	SpinLockAcquire(&lq_shared->mutex);

@@ -861,7 +861,7 @@ lq_fast_maybe_open(void)
 {
 	if (!OidIsValid(lq_ext_oid) || lq_rules_every_lock_delayed(lq_clock_peek()))
 		return;
-	lq_fast_start();
+	lq_fastpath_start();
 	lq_fast_open = true;
 }
 
@@ -946,7 +946,7 @@ lq_recover(void)
 		LQ_FAULT("recover-start");
 		lq_outbox_resolve();
 		/* no backend grants by itself until the state is loaded anew */
-		lq_fast_stop();
+		lq_fastpath_stop();
 		lq_fast_open = false;
 		installed = lq_recover_installation();
 		if (installed)
