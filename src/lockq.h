@@ -6,9 +6,10 @@
  *
  * lockq is a fair, durable, lease-based lock service that lives inside
  * PostgreSQL.  Each module has its own header with what others may use;
- * DESIGN.md ("The modules") says which calls which: backend API ->
- * shared memory <- lock server; inside the lock server, worker -> state
- * machine -> outbox, with store, ledger, clock and settings as leaves.
+ * DESIGN.md ("The modules") says which calls which: backend (SQL
+ * functions -> hooks -> fences -> the call) -> shared memory <- lock
+ * server; inside the lock server, worker -> rules -> outbox, with tables,
+ * durability, clock and settings as leaves.
  *
  * Copyright (c) 2026, lockq developers
  * This file is part of lockq, released under the PostgreSQL License
