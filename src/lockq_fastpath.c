@@ -33,14 +33,13 @@
  *
  * Locking: the table and known are under the bucket's partition LWLock
  * (LQ_FAST_PARTITIONS of them; bucket b is under lock b % partitions);
- * inflight is atomic, read under that LWLock (a claim made after the read
- * comes after the grant).  The grant itself lives in lockq_session.c's table
- * too, entered visible, so that lockq_holds, the views and a rebuilding
- * lock server see it as any session-bound grant; lock order: partition,
- * then lockq_session.c's LWLock.  A release by its holder removes both
- * under the partition lock, unless a transaction is fenced on it: then the
- * normal quick release applies, and the lock server adopts the grant to
- * end it and hold the hand-off back.
+ * LqFastShared has the rules for each field.  The grant itself lives in
+ * lockq_session.c's table too, entered visible, so that lockq_holds, the
+ * views and a rebuilding lock server see it as any session-bound grant;
+ * lock order: partition, then lockq_session.c's LWLock.  A release by its
+ * holder removes both under the partition lock, unless a transaction is
+ * fenced on it: then the normal quick release applies, and the lock server
+ * adopts the grant to end it and hold the hand-off back.
  *
  * Tokens come from the shared counter below the durable ceiling
  * (lq_shmem_token_take); when the reserve is used up the backend falls back to
@@ -80,6 +79,29 @@
 StaticAssertDecl(LQ_FAST_BUCKETS % LQ_FAST_PARTITIONS == 0,
 				 "a bucket's partition must be its hash's");
 
+/*
+ * The fast path's shared state, next to its table (lq_fast_table).
+ *
+ * Locking:
+ *	- The table's entries and known[b] are under the partition LWLock of
+ *	  their bucket (lq_fast_lock), taken exclusively by whoever reads or
+ *	  changes them; the lock server takes every partition (lq_fast_lock_all)
+ *	  to scan or empty the table.
+ *	- inflight[], count and ok are atomic.  inflight[b] is changed by
+ *	  backends without a lock and read under the bucket's partition lock by
+ *	  a backend about to grant (a claim made after that read comes after
+ *	  the grant).  count is changed with the table, under the partition
+ *	  lock, and read without one (zero: nothing to look for).  ok is
+ *	  written by the lock server (closed under every partition lock,
+ *	  lq_fastpath_stop) and read by backends (again) under the partition
+ *	  lock before they grant or release.
+ *	- per_slot[s] is changed with the table, under the partition lock of
+ *	  the grant concerned, and read without a lock (a slot at its share,
+ *	  LQ_FAST_PER_BACKEND, takes the normal path; one with none has
+ *	  nothing to adopt).  Its session's own grants and releases come one at
+ *	  a time, but the lock server may adopt another of its grants, under
+ *	  another partition lock, at the same time.
+ */
 typedef struct LqFastShared
 {
 	pg_atomic_uint32 ok;		/* backends may grant and release here */

@@ -72,6 +72,21 @@
 #define LQ_LEASES_TRANCHE		"lockq leases"
 #define LQ_LEASES_PER_BACKEND	4
 
+/*
+ * An entry of the table.
+ *
+ * Locking: the table, every field of its entries and LqLeasesEnded are
+ * under lq_leases_lock: taken exclusively to enter, remove or change an
+ * entry, shared to read one.  The exception is fences, an atomic counter
+ * that backends change while they hold the LWLock shared (lq_leases_fence
+ * adds a fence, lq_leases_release_fences takes it off); the lock server
+ * reads it holding the LWLock exclusively (lq_leases_begin_end,
+ * lq_leases_revoke, lq_leases_reload), so that no fence is taken while it
+ * marks the entry ending or takes it out.
+ *
+ * Writers: the lock server (everything, see "Writers" above); a backend
+ * sets released on an entry it may release (lq_leases_mark_released).
+ */
 typedef struct LqLeaseEntry
 {
 	char		lock_id[LQ_MAX_ID_LEN + 1]; /* hash key, must be first */

@@ -11,25 +11,29 @@
  * lockq.session_locks_per_backend entries per backend (shared, like the
  * lock manager's max_locks_per_transaction), under one LWLock.
  *
- * Only the worker writes it.  What a batch does to a grant is staged in
- * its entry (lq_session_stage; a new grant is entered invisible) and seen
- * only when the batch is published after its commit (lq_session_publish),
- * so that a batch that fails leaves the table as it was; a lock server
- * that finds a batch of its predecessor staged publishes it if that
- * batch's transaction committed, and forgets it otherwise
- * (lq_session_resolve).  The one exception is the end of a grant, which
- * must be decided together with the fencing check:
+ * The lock server makes and ends the grants (backends write only the
+ * grants they make on the fast path, lockq_fastpath.c, their quick
+ * releases and their fences; LqSessionGrant has the locking rules).
+ * What a batch does to a grant is staged in its entry (lq_session_stage;
+ * a new grant is entered invisible) and seen only when the batch is
+ * published after its commit (lq_session_publish), so that a batch that
+ * fails leaves the table as it was; a lock server that finds a batch of
+ * its predecessor staged publishes it if that batch's transaction
+ * committed, and forgets it otherwise (lq_session_resolve).  The one
+ * exception is the end of a grant, which must be decided together with
+ * the fencing check:
  *
  * Fencing.  lockq_holds(lock, token) on a session-bound grant takes the
  * LWLock shared, checks that the grant is current, and adds one to its
- * fences; the transaction's end takes it off again (lq_session_release_fences,
- * from lockq_hooks.c's transaction callback).  The worker, ending a grant,
- * takes the LWLock exclusively, marks the grant ENDING and reads its fences
- * (lq_session_begin_end).  So either the fence was taken first, and the
- * worker sees it and defers the hand-off until the fenced transaction has
- * ended, or the end was marked first, and lockq_holds answers false.  A
- * batch that fails turns ENDING back into CURRENT (lq_session_resolve); a
- * published one turns it into ENDED or removes the grant.
+ * fences; the transaction's end takes it off again
+ * (lq_session_release_fences, from lockq_hooks.c's transaction callback).
+ * The worker, ending a grant, takes the LWLock exclusively, marks the
+ * grant ENDING and reads its fences (lq_session_begin_end).  So either
+ * the fence was taken first, and the worker sees it and defers the
+ * hand-off until the fenced transaction has ended, or the end was marked
+ * first, and lockq_holds answers false.  A batch that fails turns ENDING
+ * back into CURRENT (lq_session_resolve); a published one turns it into
+ * ENDED or removes the grant.
  *
  * Readers: lockq_holds, the view lockq_locks (lockq_session_grants), and
  * the worker when it rebuilds its state (lq_session_copy).

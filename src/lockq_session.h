@@ -21,8 +21,7 @@
 
 /*
  * A session-bound grant (owner NULL), kept in shared memory instead of
- * lockq.owners: see lockq_session.c.  Written by the worker only; end and
- * fences are what lockq_holds and the worker coordinate on.
+ * lockq.owners: see lockq_session.c.
  */
 typedef enum LqGrantEnd
 {
@@ -47,6 +46,24 @@ typedef enum LqGrantOp
  */
 #define LQ_FAST_PER_BACKEND		16
 
+/*
+ * An entry of the table of session-bound grants.
+ *
+ * Locking: the table and every field of its entries are under the
+ * module's one LWLock (lq_session_lock): taken exclusively to enter,
+ * remove or change an entry, shared to read one.  The exception is fences,
+ * an atomic counter that backends change while they hold the LWLock
+ * shared (lq_session_holds adds a fence, lq_session_release_fences takes
+ * it off); the lock server reads it holding the LWLock exclusively
+ * (lq_session_begin_end), so that no fence is taken while it marks the
+ * grant ENDING.
+ *
+ * Writers: the lock server enters, stages, publishes and removes its
+ * grants (end, visible, expires, staged_*); a backend enters and removes
+ * the grants it makes on the fast path (lq_session_enter_fast,
+ * lq_session_remove_fast) and sets released on its own grant
+ * (lq_session_mark_released).
+ */
 typedef struct LqSessionGrant
 {
 	int64		token;			/* hash key, must be first */

@@ -109,9 +109,40 @@ typedef struct LqSlotStaged
 	int			quick_done;		/* quick releases applied */
 } LqSlotStaged;
 
+/*
+ * A backend's request slot (one per BackendId; see LqSlotState).
+ *
+ * Locking:
+ *	- mutex protects the fields from state to fence_tokens: the backend and
+ *	  the lock server read and write them only while holding it, except
+ *	  - arrival, which the backend writes under LqShared->mutex instead, in
+ *		the critical section that puts the slot's entry into the arrival
+ *		ring (lq_shmem_ring_push), so that arrival numbers and ring order
+ *		agree; the lock server reads it without a lock, only to sort the
+ *		slots it scans (lq_slots_in_flight);
+ *	  - submitted, which only the backend writes, when it submits a request
+ *		(lq_submit), and then leaves alone until the slot is IDLE again:
+ *		the lock server reads it without a lock while it works on that
+ *		request.
+ *	- freed is a condition variable, with its own locking.
+ *	- staged belongs to the lock server alone, which reads and writes it
+ *	  without a lock (lockq_outbox.c); backends never touch it.
+ *
+ * Who writes what, under mutex: the backend claims a FREE slot (state,
+ * pgprocno, pid, session_start), submits a request (req, reqid, submitted,
+ * state PENDING), gives up on it (cancel_requested), ends its session
+ * (session_ended), takes an answer (state IDLE), queues quick releases
+ * (nquick, quick_tokens, quick_ids) and lists the session-bound grants its
+ * transaction is fenced on (nfences, fences_overflow, fence_tokens; it
+ * empties the list when the transaction ends).  The lock server takes a
+ * request (state ACTIVE), and when a batch is published records a waiter's
+ * place (queued_ts), answers (res, state DONE), confirms a cancel (state
+ * IDLE), drops the quick releases it applied (lq_shmem_slot_drop_quick)
+ * and frees the slot of a session that ended (lq_shmem_slot_free).
+ */
 typedef struct LqSlot
 {
-	slock_t		mutex;			/* protects every field below */
+	slock_t		mutex;
 	LqSlotState state;
 	bool		cancel_requested;	/* backend gave up on the request */
 	bool		session_ended;	/* backend has exited */
@@ -122,18 +153,18 @@ typedef struct LqSlot
 	uint64		arrival;		/* global submission order */
 	int64		submitted;		/* lockq time the request was submitted */
 	int64		queued_ts;		/* lockq_get waiting: its queue position
-								 * (lockq time), else 0; set by the worker */
+								 * (lockq time), else 0 */
 	LqRequest	req;
 	LqResult	res;
 	int			nquick;			/* quick releases the worker has not done */
 	int64		quick_tokens[LQ_MAX_QUICK_RELEASES];	/* oldest first */
 	char		quick_ids[LQ_MAX_QUICK_RELEASES][LQ_MAX_ID_LEN + 1];	/* their locks */
 	int			nfences;		/* session-bound grants fenced by the
-								 * backend's transaction (written by it) */
+								 * backend's transaction */
 	bool		fences_overflow;
 	int64		fence_tokens[LQ_MAX_SLOT_FENCES];
 	ConditionVariable freed;	/* broadcast when the slot becomes FREE */
-	LqSlotStaged staged;		/* lock server only, no lock needed */
+	LqSlotStaged staged;
 } LqSlot;
 
 /* Counters shown by lockq_stats. */
@@ -163,7 +194,7 @@ typedef enum LqStat
 } LqStat;
 
 /*
- * The held hints (lq_hint_*, lockq_shmem.c): LQ_HELD_HINTS entries in
+ * The held hints (lq_shmem_hint_*): LQ_HELD_HINTS entries in
  * shared memory of their own, each for the lock ids whose hash falls on
  * it.  An entry names the one lock id it is about exactly, up to
  * LQ_HINT_ID_LEN bytes (a longer id never has a hint, so its lockq_get is
@@ -175,9 +206,6 @@ typedef enum LqStat
  * first 64 bytes, so a short id's lookup touches one cache line; 512 kB in
  * all.
  */
-/* The most wake-ups the lock server leaves for backends to pass on. */
-#define LQ_WAKE_MAX		64
-
 #define LQ_HELD_HINTS	4096
 #define LQ_HINT_ID_LEN	119
 
@@ -189,9 +217,44 @@ typedef struct LqHeldHint
 	char		id[LQ_HINT_ID_LEN]; /* the lock id, not terminated */
 } LqHeldHint;
 
+/* The most wake-ups the lock server leaves for backends to pass on. */
+#define LQ_WAKE_MAX		64
+
+/*
+ * What the backends and the lock server share besides the slots.
+ *
+ * Locking:
+ *	- mutex protects the arrival ring (ring_overflow, next_arrival,
+ *	  ring_head, ring_tail, ring[]) and the lock server's identity
+ *	  (worker_pid, worker_procno), read and written.  Backends may also read
+ *	  worker_pid without it, to tell whether a lock server runs and to name
+ *	  or signal it: a stale value is harmless there.
+ *	- wake_mutex protects wake_n and wake[]; wake_n may be peeked at
+ *	  without it (lq_shmem_wakes_pass, lq_shmem_wakes_hand_on), where a
+ *	  stale value only delays or repeats a wake-up.
+ *	- ring_size and nslots are set when shared memory is created and never
+ *	  change: read them without a lock.
+ *	- The pg_atomic_* fields need no lock.  The lock server writes them,
+ *	  and backends only read them, except: token_high, which backends'
+ *	  fast-path grants advance too (lq_shmem_token_take, a compare-and-swap);
+ *	  clock_last, which every process that hands out a clock value moves;
+ *	  fence_gen and dropping_pid, which backends write; and stats[],
+ *	  queue_max and stats_reset, which backends change too
+ *	  (lq_shmem_stat_add, lockq_stats_reset).
+ *	- The other plain fields (token_ceiling, grants_extoid, clock_offset,
+ *	  started, start_*, batch_seq, sealed_batch, sealed_xid) are the lock
+ *	  server's: it reads and writes them without a lock.  Backends read
+ *	  three of them, without a lock: token_ceiling in lq_shmem_token_take
+ *	  (a stale value only makes it give up sooner); clock_offset in
+ *	  lq_clock_peek and lq_clock_next, only after they saw clock_ready set,
+ *	  which the lock server sets after the offset, with barriers between;
+ *	  and started, which the lock server sets after its first commit, in
+ *	  lq_shmem_server_started, with barriers likewise.
+ *	- settled_cv is a condition variable, with its own locking.
+ */
 typedef struct LqShared
 {
-	slock_t		mutex;			/* protects worker fields and the ring */
+	slock_t		mutex;
 	int			worker_pid;
 	int			worker_procno;
 	bool		ring_overflow;	/* ring was full: worker must scan slots */
@@ -230,12 +293,12 @@ typedef struct LqShared
 	pg_atomic_uint64 clock_last;	/* last value handed out */
 	pg_atomic_uint64 clock_ceiling; /* durable upper bound for handed out
 									 * values */
-	int64		clock_offset;	/* lockq time = CLOCK_MONOTONIC + offset */
+	int64		clock_offset;	/* lockq time = CLOCK_BOOTTIME + offset */
 	pg_atomic_uint32 clock_ready;	/* offset is valid */
 
 	/*
 	 * Backends the lock server answered and left for the backends it woke
-	 * to wake (lq_shmem_wakes_hand_on): procnos, protected by wake_mutex.
+	 * to wake (lq_shmem_wakes_hand_on): procnos.
 	 */
 	slock_t		wake_mutex;
 	int			wake_n;
