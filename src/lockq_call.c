@@ -35,6 +35,7 @@
 #include "access/xlog.h"
 #include "commands/dbcommands.h"
 #include "libpq/libpq-be.h"
+#include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "replication/syncrep.h"
@@ -284,32 +285,40 @@ lq_call_cleanup(int code, Datum arg)
 }
 
 /*
- * lq_server_stuck says why the lock server cannot confirm anything soon,
- * into why (of size len), or returns false: it is not running, or it has
- * waited more than LQ_STUCK_FLUSH_US for a batch to be flushed (a
+ * lq_server_stuck says why the lock server cannot confirm anything soon:
+ * LQ_ERR_SERVER_NOT_RUNNING, or LQ_ERR_SERVER_FLUSHING when it has waited
+ * more than LQ_STUCK_FLUSH_US (*waited_us) for a batch to be flushed (a
  * synchronous standby that is gone: it waits until the standby is back or
- * synchronous_standby_names changes).
+ * synchronous_standby_names changes); LQ_ERR_NONE if neither.
  */
 #define LQ_STUCK_FLUSH_US	(1000 * 1000)
 
-static bool
-lq_server_stuck(char *why, size_t len)
+static LqError
+lq_server_stuck(int64 *waited_us)
 {
 	uint64		since = pg_atomic_read_u64(&lq_shared->durable_wait_since);
-	int64		waited;
 
 	if (lq_shared->worker_pid == 0)
-	{
-		snprintf(why, len, "The lock server is not running.");
-		return true;
-	}
-	waited = since == 0 ? 0 : lq_clock_peek() - (int64) since;
-	if (waited <= LQ_STUCK_FLUSH_US)
-		return false;
-	snprintf(why, len,
-			 "The lock server has waited %.1f s for its last batch to be flushed to WAL and to the synchronous standbys (synchronous_standby_names: \"%s\").",
-			 waited / 1e6, SyncRepStandbyNames ? SyncRepStandbyNames : "");
-	return true;
+		return LQ_ERR_SERVER_NOT_RUNNING;
+	*waited_us = since == 0 ? 0 : lq_clock_peek() - (int64) since;
+	if (*waited_us <= LQ_STUCK_FLUSH_US)
+		return LQ_ERR_NONE;
+	return LQ_ERR_SERVER_FLUSHING;
+}
+
+/*
+ * lq_stuck_detail adds to the report being made the detail of why the lock
+ * server cannot confirm anything soon (see lq_server_stuck).  For use in
+ * ereport().
+ */
+static int
+lq_stuck_detail(LqError stuck, int64 waited_us)
+{
+	if (stuck == LQ_ERR_SERVER_NOT_RUNNING)
+		return errdetail("The lock server is not running.");
+	return errdetail("The lock server has waited %.1f s for its last batch to be flushed to WAL and to the synchronous standbys (synchronous_standby_names: \"%s\").",
+					 waited_us / 1e6,
+					 SyncRepStandbyNames ? SyncRepStandbyNames : "");
 }
 
 /*
@@ -334,18 +343,20 @@ lq_withdraw(int slotno, int wait_ms)
 	{
 		bool		acked;
 		int			step = Min(wait_ms - waited, 50);
-		char		why[256];
+		LqError		stuck;
+		int64		waited_us = 0;
 
 		SpinLockAcquire(&slot->mutex);
 		acked = (slot->state == LQ_SLOT_IDLE);
 		SpinLockRelease(&slot->mutex);
 		if (acked)
 			break;
-		if (lq_server_stuck(why, sizeof(why)))
+		stuck = lq_server_stuck(&waited_us);
+		if (stuck != LQ_ERR_NONE)
 		{
 			ereport(LOG,
 					(errmsg("lockq call gave up without the lock server's confirmation of its cancel"),
-					 errdetail_internal("%s", why)));
+					 lq_stuck_detail(stuck, waited_us)));
 			break;
 		}
 
@@ -491,14 +502,13 @@ lq_submit(LqSlot *slot, int slotno, LqRequest *req)
  * the caller past the limit it asked for.  Unless the answer has just
  * arrived (false: the caller reads it), the request is withdrawn as a
  * cancel is (lq_withdraw; a grant that comes with it is handed back), the
- * server log says why, and *res becomes a timeout whose message says what
- * the lock server was doing.
+ * server log says why, and *res becomes a timeout that says what the lock
+ * server was doing (LQ_ERR_SERVER_*, lq_call_timeout_detail).
  */
 static bool
 lq_give_up(LqSlot *slot, const LqRequest *req, LqResult *res)
 {
-	const char *doing = NULL;
-	char		why[256];
+	int64		waited_us = 0;
 	int			pid;
 
 	SpinLockAcquire(&slot->mutex);
@@ -514,21 +524,52 @@ lq_give_up(LqSlot *slot, const LqRequest *req, LqResult *res)
 	memset(res, 0, sizeof(LqResult));
 	res->status = LQ_ST_TIMEOUT;
 	pid = lq_shared->worker_pid;
-	if (lq_server_stuck(why, sizeof(why)))
-		snprintf(res->message, sizeof(res->message),
-				 "The lock server did not answer by the end of the wait. %s", why);
-	else
+	res->error = lq_server_stuck(&waited_us);
+	res->arg = waited_us;
+	if (res->error == LQ_ERR_NONE)
 	{
+		const char *doing = NULL;
+		int			len;
+
 		if (pid != 0)
 			doing = pgstat_get_backend_current_activity(pid, false);
-		snprintf(res->message, sizeof(res->message),
-				 "The lock server did not answer by the end of the wait (it is: %s).",
-				 doing ? doing : "?");
+		if (doing == NULL)
+			doing = "?";
+		/* cut on a character boundary, as the lock server cuts its texts */
+		len = pg_mbcliplen(doing, strlen(doing), sizeof(res->message) - 1);
+		memcpy(res->message, doing, len);
+		res->error = LQ_ERR_SERVER_BUSY;
 	}
 	ereport(LOG,
 			(errmsg("lockq wait for lock \"%s\" ended at its limit without an answer from the lock server", req->lock_id),
-			 errdetail_internal("%s", res->message)));
+			 lq_call_timeout_detail(res)));
 	return true;
+}
+
+/*
+ * lq_call_timeout_detail adds to the report being made the detail of a
+ * timeout that this backend decided itself, because the lock server did
+ * not answer by the end of the wait (lq_give_up): why, or what it was
+ * doing.  Nothing for a timeout the lock server answered.  For use in
+ * ereport().
+ */
+int
+lq_call_timeout_detail(const LqResult *res)
+{
+	switch (res->error)
+	{
+		case LQ_ERR_SERVER_NOT_RUNNING:
+			return errdetail("The lock server did not answer by the end of the wait. The lock server is not running.");
+		case LQ_ERR_SERVER_FLUSHING:
+			return errdetail("The lock server did not answer by the end of the wait. The lock server has waited %.1f s for its last batch to be flushed to WAL and to the synchronous standbys (synchronous_standby_names: \"%s\").",
+							 res->arg / 1e6,
+							 SyncRepStandbyNames ? SyncRepStandbyNames : "");
+		case LQ_ERR_SERVER_BUSY:
+			return errdetail("The lock server did not answer by the end of the wait (it is: %s).",
+							 res->message);
+		default:
+			return 0;
+	}
 }
 
 /*
@@ -690,16 +731,162 @@ lq_call(LqRequest *req)
 }
 
 /*
- * lq_call_raise_if_error turns an error answer from the worker into an ERROR.
+ * lq_role_limit_hint adds the hint for a role at one of its limits, which
+ * setting sets.  For use in ereport().
+ */
+static int
+lq_role_limit_hint(const char *setting)
+{
+	return errhint("%s sets the limit, unless a member of %s set the role's own with lockq.lockq_set_role_limits().",
+				   setting, LQ_ADMIN_ROLE);
+}
+
+/*
+ * lq_failure_hint adds the hint of an error the lock server got itself
+ * (LQ_ERR_LOAD_FAILED, LQ_ERR_FAILED), if it had one.  For use in
+ * ereport().
+ */
+static int
+lq_failure_hint(const LqResult *res)
+{
+	return res->hint[0] != '\0' ? errhint("%s", res->hint) : 0;
+}
+
+/*
+ * lq_call_raise_if_error raises the error the lock server answered req
+ * with, if it did (status LQ_ST_ERROR): the lock server sends what went
+ * wrong (LqError) and the values the message needs, and the message is
+ * made here.  The lock id and owner it names are req's.  Errors the lock
+ * server got itself (LQ_ERR_LOAD_FAILED, LQ_ERR_FAILED) keep their
+ * SQLSTATE, message and hint.
  */
 void
-lq_call_raise_if_error(const LqResult *res)
+lq_call_raise_if_error(const LqRequest *req, const LqResult *res)
 {
-	if (res->status == LQ_ST_ERROR)
-		ereport(ERROR,
-				(errcode(res->sqlerrcode),
-				 errmsg("%s", res->message),
-				 res->hint[0] != '\0' ? errhint("%s", res->hint) : 0));
+	if (res->status != LQ_ST_ERROR)
+		return;
+	switch (res->error)
+	{
+		case LQ_ERR_OTHER_ROLE:
+			ereport(ERROR,
+					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+					 errmsg("owner \"%s\" of lock \"%s\" belongs to another role",
+							req->owner, req->lock_id),
+					 errhint("Only the role that took the lock or queued the wait, or a member of %s, can act for its owner.",
+							 LQ_ADMIN_ROLE)));
+			break;
+		case LQ_ERR_NO_SESSION_ROOM:
+			ereport(ERROR,
+					(errcode(ERRCODE_OUT_OF_MEMORY),
+					 errmsg("out of shared memory for session-bound locks"),
+					 errhint("Increase \"lockq.session_locks_per_backend\" (%d), or take the lock with an owner.",
+							 (int) res->arg)));
+			break;
+		case LQ_ERR_SERVER_MEMORY:
+			ereport(ERROR,
+					(errcode(ERRCODE_OUT_OF_MEMORY),
+					 errmsg("lockq lock server is at its memory limit"),
+					 errhint("lockq.max_server_memory limits the memory its locks and waiters may use; wait for some to end, or raise it.")));
+			break;
+		case LQ_ERR_TOO_MANY_WAITERS:
+			ereport(ERROR,
+					(errcode(ERRCODE_INSUFFICIENT_RESOURCES),
+					 errmsg("too many lockq waiters"),
+					 errhint("lockq.max_waiters limits the waiters queued at once, over all locks and roles.")));
+			break;
+		case LQ_ERR_ROLE_OWNER_LOCKS:
+			ereport(ERROR,
+					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+					 errmsg("this role already holds as many locks with an owner as its limit allows (%d)",
+							(int) res->arg),
+					 lq_role_limit_hint("lockq.max_owner_locks_per_role")));
+			break;
+		case LQ_ERR_ROLE_SESSION_LOCKS:
+			ereport(ERROR,
+					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+					 errmsg("this role already holds as many session-bound locks as its limit allows (%d)",
+							(int) res->arg),
+					 lq_role_limit_hint("lockq.max_session_locks_per_role")));
+			break;
+		case LQ_ERR_ROLE_WAITERS:
+			ereport(ERROR,
+					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+					 errmsg("this role already has as many waiters queued as its limit allows (%d)",
+							(int) res->arg),
+					 lq_role_limit_hint("lockq.max_waiters_per_role")));
+			break;
+		case LQ_ERR_ALREADY_WAITING:
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_IN_USE),
+					 errmsg("owner \"%s\" is already waiting for lock \"%s\"",
+							req->owner, req->lock_id)));
+			break;
+		case LQ_ERR_ALREADY_WAITING_IN_BACKEND:
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_IN_USE),
+					 errmsg("owner \"%s\" is already waiting for lock \"%s\" in a backend",
+							req->owner, req->lock_id)));
+			break;
+		case LQ_ERR_WAITING_IN_BACKEND:
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_IN_USE),
+					 errmsg("owner \"%s\" is waiting for lock \"%s\" in a backend",
+							req->owner, req->lock_id)));
+			break;
+		case LQ_ERR_NOT_WAITING:
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("owner \"%s\" is not waiting for lock \"%s\"",
+							req->owner, req->lock_id)));
+			break;
+		case LQ_ERR_NO_LONGER_WAITING:
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("owner \"%s\" is no longer waiting for lock \"%s\"",
+							req->owner, req->lock_id)));
+			break;
+		case LQ_ERR_INVALID_REQUEST:
+			ereport(ERROR,
+					(errcode(ERRCODE_INTERNAL_ERROR),
+					 errmsg("invalid lockq request")));
+			break;
+		case LQ_ERR_TABLES_LOCKED:
+			ereport(ERROR,
+					(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+					 errmsg("lockq lock server could not lock its tables within lockq.table_lock_timeout"),
+					 res->arg != 0 ?
+					 errhint("Relation \"%s.%s\" is locked by process %d; lockq serves no request that could write its tables until that lock is released.",
+							 LQ_SCHEMA, res->name, (int) res->arg) :
+					 errhint("Relation \"%s.%s\" is locked by another transaction; lockq serves no request that could write its tables until that lock is released.",
+							 LQ_SCHEMA, res->name)));
+			break;
+		case LQ_ERR_NOT_INSTALLED:
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("lockq is not installed in the lock server's database")));
+			break;
+		case LQ_ERR_LOAD_FAILED:
+			ereport(ERROR,
+					(errcode(res->sqlerrcode),
+					 errmsg("lockq lock server could not load its state: %s",
+							res->message),
+					 lq_failure_hint(res)));
+			break;
+		case LQ_ERR_FAILED:
+			/* the lock server's own error, as it raised it */
+			ereport(ERROR,
+					(errcode(res->sqlerrcode),
+					 errmsg_internal("%s", res->message),
+					 lq_failure_hint(res)));
+			break;
+		case LQ_ERR_NONE:
+		case LQ_ERR_SERVER_NOT_RUNNING:
+		case LQ_ERR_SERVER_FLUSHING:
+		case LQ_ERR_SERVER_BUSY:
+			break;
+	}
+	elog(ERROR, "lockq lock server answered with an unknown error (%d)",
+		 (int) res->error);
 }
 
 /*
@@ -907,7 +1094,7 @@ lq_call_release_session(void)
 	lq_session_format_owner(req.owner, sizeof(req.owner), MyProcPid,
 							MyStartTimestamp);
 	res = lq_call(&req);
-	lq_call_raise_if_error(&res);
+	lq_call_raise_if_error(&req, &res);
 	if (lq_my_grants != NULL)
 	{
 		hash_destroy(lq_my_grants);
@@ -923,7 +1110,7 @@ lq_call_release_session(void)
 
 /*
  * lq_request_clock_extension asks the lock server to extend the clock's
- * durable ceiling, and waits for it.
+ * durable ceiling, and waits for it.  Raises the lock server's error.
  */
 static void
 lq_request_clock_extension(void)
@@ -934,10 +1121,7 @@ lq_request_clock_extension(void)
 	memset(&req, 0, sizeof(req));
 	req.op = LQ_OP_CLOCK;
 	res = lq_call(&req);
-	if (res.status == LQ_ST_ERROR)
-		ereport(ERROR,
-				(errcode(res.sqlerrcode),
-				 errmsg("%s", res.message)));
+	lq_call_raise_if_error(&req, &res);
 }
 
 /*

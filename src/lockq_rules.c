@@ -808,33 +808,17 @@ lq_reply(int slotno, uint64 reqid, LqStatus status, int64 token, bool fresh)
 }
 
 /*
- * lq_reply_fail answers a request with an error: sqlerrcode, the message
- * and the hint (NULL: none).  Nothing is changed.
+ * lq_reply_fail answers a request with an error (see LqError) and the
+ * number its message names (arg, 0 if none); the backend raises it.
+ * Nothing is changed.
  */
 static void
-lq_reply_fail(int slotno, uint64 reqid, int sqlerrcode, const char *message,
-			  const char *hint)
+lq_reply_fail(int slotno, uint64 reqid, LqError error, int64 arg)
 {
 	LqResult	res;
 
-	lq_shmem_result_error(&res, sqlerrcode, message, hint);
+	lq_shmem_result_error(&res, error, arg);
 	lq_outbox_reply(slotno, reqid, &res);
-}
-
-static void
-lq_reply_error(int slotno, uint64 reqid, int sqlerrcode, const char *fmt,...)
-pg_attribute_printf(4, 5);
-
-static void
-lq_reply_error(int slotno, uint64 reqid, int sqlerrcode, const char *fmt,...)
-{
-	va_list		ap;
-	char		buf[1024];
-
-	va_start(ap, fmt);
-	vsnprintf(buf, sizeof(buf), fmt, ap);
-	va_end(ap);
-	lq_reply_fail(slotno, reqid, sqlerrcode, buf, NULL);
 }
 
 /*
@@ -851,21 +835,12 @@ lq_may_act(const LqRequest *req, Oid role)
 
 /*
  * lq_reply_forbidden answers a request that named an owner of another role
- * (insufficient_privilege); nothing is changed.
+ * (LQ_ERR_OTHER_ROLE); nothing is changed.
  */
 static void
-lq_reply_forbidden(int slotno, uint64 reqid, const LqRequest *req)
+lq_reply_forbidden(int slotno, uint64 reqid)
 {
-	char		msg[1024];
-	char		hint[256];
-
-	snprintf(msg, sizeof(msg),
-			 "owner \"%s\" of lock \"%s\" belongs to another role",
-			 req->owner, req->lock_id);
-	snprintf(hint, sizeof(hint),
-			 "Only the role that took the lock or queued the wait, or a member of %s, can act for its owner.",
-			 LQ_ADMIN_ROLE);
-	lq_reply_fail(slotno, reqid, ERRCODE_INSUFFICIENT_PRIVILEGE, msg, hint);
+	lq_reply_fail(slotno, reqid, LQ_ERR_OTHER_ROLE, 0);
 }
 
 /*
@@ -875,15 +850,10 @@ lq_reply_forbidden(int slotno, uint64 reqid, const LqRequest *req)
 static bool
 lq_room_for_session_grant(int slotno, uint64 reqid)
 {
-	char		hint[256];
-
 	if (lq_nsession_grants < lq_session_max())
 		return true;
-	snprintf(hint, sizeof(hint),
-			 "Increase \"lockq.session_locks_per_backend\" (%d), or take the lock with an owner.",
-			 lockq_session_locks_per_backend);
-	lq_reply_fail(slotno, reqid, ERRCODE_OUT_OF_MEMORY,
-				  "out of shared memory for session-bound locks", hint);
+	lq_reply_fail(slotno, reqid, LQ_ERR_NO_SESSION_ROOM,
+				  lockq_session_locks_per_backend);
 	return false;
 }
 
@@ -1376,10 +1346,8 @@ lq_waiter_remove(LqWaiter *w, bool delete_row)
 	if (w->await_slot >= 0)
 	{
 		/* a grant detaches its lockq_await first: this is another end */
-		lq_reply_error(w->await_slot, w->await_reqid,
-					   ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-					   "owner \"%s\" is no longer waiting for lock \"%s\"",
-					   w->key.owner, lock->lock_id);
+		lq_reply_fail(w->await_slot, w->await_reqid,
+					  LQ_ERR_NO_LONGER_WAITING, 0);
 		lq_await_detach(w);
 	}
 	if (!w->client && w->slot >= 0)
@@ -1767,7 +1735,7 @@ lq_answer_holder(int slotno, uint64 reqid, const LqRequest *req,
 	if (!lq_holder_is(lock, req->owner))
 		return false;
 	if (!lq_may_act(req, lock->role))
-		lq_reply_forbidden(slotno, reqid, req);
+		lq_reply_forbidden(slotno, reqid);
 	else
 	{
 		lq_set_lease(lock, Max(lock->expires, now + (ttl > 0 ? ttl : lq_own_ttl(lock))));
@@ -1796,49 +1764,35 @@ lq_refuse_over_limit(int slotno, uint64 reqid, const LqRequest *req,
 	LqRoleUsage *u = hash_search(lq_roles, &req->role, HASH_FIND, NULL);
 	int			have;
 	int			limit;
-	const char *what;
-	const char *setting;
-	char		what_n[128];
-	char		msg[256];
-	char		hint[512];
+	LqError		error;
 
 	if (MemoryContextMemAllocated(lq_rules_cxt, true) >
 		(Size) lockq_max_server_memory * 1024 * 1024)
 	{
-		lq_reply_fail(slotno, reqid, ERRCODE_OUT_OF_MEMORY,
-					  "lockq lock server is at its memory limit",
-					  "lockq.max_server_memory limits the memory its locks and waiters may use; wait for some to end, or raise it.");
+		lq_reply_fail(slotno, reqid, LQ_ERR_SERVER_MEMORY, 0);
 		return true;
 	}
 	if (kind == LQ_LIMIT_WAIT)
 	{
 		have = u ? u->waiters : 0;
 		limit = req->max_waiters;
-		what = "has as many waiters queued as its limit allows (%d)";
-		setting = "lockq.max_waiters_per_role";
+		error = LQ_ERR_ROLE_WAITERS;
 	}
 	else if (req->session_owner)
 	{
 		have = u ? u->session_locks : 0;
 		limit = req->max_session_locks;
-		what = "holds as many session-bound locks as its limit allows (%d)";
-		setting = "lockq.max_session_locks_per_role";
+		error = LQ_ERR_ROLE_SESSION_LOCKS;
 	}
 	else
 	{
 		have = u ? u->owner_locks : 0;
 		limit = req->max_owner_locks;
-		what = "holds as many locks with an owner as its limit allows (%d)";
-		setting = "lockq.max_owner_locks_per_role";
+		error = LQ_ERR_ROLE_OWNER_LOCKS;
 	}
 	if (have < limit)
 		return false;
-	snprintf(what_n, sizeof(what_n), what, limit);
-	snprintf(msg, sizeof(msg), "this role already %s", what_n);
-	snprintf(hint, sizeof(hint),
-			 "%s sets the limit, unless a member of %s set the role's own with lockq.lockq_set_role_limits().",
-			 setting, LQ_ADMIN_ROLE);
-	lq_reply_fail(slotno, reqid, ERRCODE_CONFIGURATION_LIMIT_EXCEEDED, msg, hint);
+	lq_reply_fail(slotno, reqid, error, limit);
 	return true;
 }
 
@@ -1868,9 +1822,7 @@ lq_grant_or_refuse(int slotno, uint64 reqid, const LqRequest *req,
 	}
 	if (lq_nwaiters >= lockq_max_waiters)
 	{
-		lq_reply_fail(slotno, reqid, ERRCODE_INSUFFICIENT_RESOURCES,
-					  "too many lockq waiters",
-					  "lockq.max_waiters limits the waiters queued at once, over all locks and roles.");
+		lq_reply_fail(slotno, reqid, LQ_ERR_TOO_MANY_WAITERS, 0);
 		return true;
 	}
 	return lq_refuse_over_limit(slotno, reqid, req, LQ_LIMIT_WAIT);
@@ -1895,15 +1847,13 @@ lq_apply_get(int slotno, uint64 reqid, const LqRequest *req, int64 now)
 	w = lq_waiter_lookup(req->lock_id, req->owner);
 	if (w != NULL && !lq_may_act(req, w->role))
 	{
-		lq_reply_forbidden(slotno, reqid, req);
+		lq_reply_forbidden(slotno, reqid);
 		lq_lock_maybe_drop(lock);
 		return;
 	}
 	if (w != NULL)
 	{
-		lq_reply_error(slotno, reqid, ERRCODE_OBJECT_IN_USE,
-					   "owner \"%s\" is already waiting for lock \"%s\"",
-					   req->owner, req->lock_id);
+		lq_reply_fail(slotno, reqid, LQ_ERR_ALREADY_WAITING, 0);
 		lq_lock_maybe_drop(lock);
 		return;
 	}
@@ -1967,7 +1917,7 @@ lq_holder_request(int slotno, uint64 reqid, const LqRequest *req, LqLock *lock)
 	if (!lq_holder_is(lock, req->owner) || !lq_token_matches(req, lock))
 		lq_reply(slotno, reqid, LQ_ST_FALSE, 0, false);
 	else if (!lq_may_act(req, lock->role))
-		lq_reply_forbidden(slotno, reqid, req);
+		lq_reply_forbidden(slotno, reqid);
 	else
 		return true;
 	return false;
@@ -2044,14 +1994,12 @@ lq_apply_enqueue(int slotno, uint64 reqid, const LqRequest *req, int64 now)
 	w = lq_waiter_lookup(req->lock_id, req->owner);
 	if (w != NULL && !lq_may_act(req, w->role))
 	{
-		lq_reply_forbidden(slotno, reqid, req);
+		lq_reply_forbidden(slotno, reqid);
 		return;
 	}
 	if (w != NULL && !w->client)
 	{
-		lq_reply_error(slotno, reqid, ERRCODE_OBJECT_IN_USE,
-					   "owner \"%s\" is already waiting for lock \"%s\" in a backend",
-					   req->owner, req->lock_id);
+		lq_reply_fail(slotno, reqid, LQ_ERR_ALREADY_WAITING_IN_BACKEND, 0);
 		return;
 	}
 	if (w != NULL)
@@ -2089,17 +2037,13 @@ lq_client_waiter(int slotno, uint64 reqid, const LqRequest *req, int64 now)
 		return NULL;
 	w = lq_waiter_lookup(req->lock_id, req->owner);
 	if (w != NULL && !lq_may_act(req, w->role))
-		lq_reply_forbidden(slotno, reqid, req);
+		lq_reply_forbidden(slotno, reqid);
 	else if (w != NULL && w->client)
 		return w;
 	else if (w != NULL)
-		lq_reply_error(slotno, reqid, ERRCODE_OBJECT_IN_USE,
-					   "owner \"%s\" is waiting for lock \"%s\" in a backend",
-					   req->owner, req->lock_id);
+		lq_reply_fail(slotno, reqid, LQ_ERR_WAITING_IN_BACKEND, 0);
 	else
-		lq_reply_error(slotno, reqid, ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-					   "owner \"%s\" is not waiting for lock \"%s\"",
-					   req->owner, req->lock_id);
+		lq_reply_fail(slotno, reqid, LQ_ERR_NOT_WAITING, 0);
 	return NULL;
 }
 
@@ -2179,7 +2123,7 @@ lq_apply_cancel(int slotno, uint64 reqid, const LqRequest *req, int64 now)
 	if ((w != NULL && !lq_may_act(req, w->role)) ||
 		(w == NULL && lq_holder_is(lock, req->owner) &&
 		 !lq_may_act(req, lock->role)))
-		lq_reply_forbidden(slotno, reqid, req);
+		lq_reply_forbidden(slotno, reqid);
 	else if (w != NULL && w->client)
 	{
 		LqLock	   *wl = w->lock;
@@ -2307,8 +2251,7 @@ lq_rules_apply(int slotno, uint64 reqid, const LqRequest *req, int64 now)
 			lq_reply(slotno, reqid, LQ_ST_OK, 0, false);
 			break;
 		case LQ_OP_NONE:
-			lq_reply_error(slotno, reqid, ERRCODE_INTERNAL_ERROR,
-						   "invalid lockq request");
+			lq_reply_fail(slotno, reqid, LQ_ERR_INVALID_REQUEST, 0);
 			break;
 	}
 }

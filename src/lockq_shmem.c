@@ -780,19 +780,34 @@ lq_shmem_slot_free(LqSlot *slot)
 }
 
 /*
- * lq_shmem_result_error fills res with an error answer: sqlerrcode, the
- * message and the hint (NULL: none), each cut to fit on a character boundary,
- * so that a long message with multibyte characters (an owner name, a lock id)
- * stays valid in the database encoding and converts to the client's.
+ * lq_shmem_result_error fills res with an error answer: error (see
+ * LqError), and the number its message names (arg, 0 if none).  The
+ * backend makes the message (lq_call_raise_if_error).
  */
 void
-lq_shmem_result_error(LqResult *res, int sqlerrcode, const char *message,
-					  const char *hint)
+lq_shmem_result_error(LqResult *res, LqError error, int64 arg)
+{
+	memset(res, 0, sizeof(LqResult));
+	res->status = LQ_ST_ERROR;
+	res->error = error;
+	res->arg = arg;
+}
+
+/*
+ * lq_shmem_result_failed fills res with an error answer that passes on an
+ * error the lock server got itself (LQ_ERR_LOAD_FAILED, LQ_ERR_FAILED):
+ * its sqlerrcode, message and hint (NULL: none), each cut to fit on a
+ * character boundary, so that a long message with multibyte characters (an
+ * owner name, a lock id) stays valid in the database encoding and converts
+ * to the client's.
+ */
+void
+lq_shmem_result_failed(LqResult *res, LqError error, int sqlerrcode,
+					   const char *message, const char *hint)
 {
 	int			len;
 
-	memset(res, 0, sizeof(LqResult));
-	res->status = LQ_ST_ERROR;
+	lq_shmem_result_error(res, error, 0);
 	res->sqlerrcode = sqlerrcode;
 	len = pg_mbcliplen(message, strlen(message), sizeof(res->message) - 1);
 	memcpy(res->message, message, len);

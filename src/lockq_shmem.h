@@ -388,8 +388,10 @@ extern bool lq_shmem_server_started(void);
 extern int64 lq_shmem_token_take(void);
 extern void lq_shmem_stat_queue_length(uint64 n);
 extern void lq_shmem_stats_reset(void);
-extern void lq_shmem_result_error(LqResult *res, int sqlerrcode,
-								  const char *message, const char *hint);
+extern void lq_shmem_result_error(LqResult *res, LqError error, int64 arg);
+extern void lq_shmem_result_failed(LqResult *res, LqError error,
+								   int sqlerrcode, const char *message,
+								   const char *hint);
 extern List *lq_shmem_slot_fencers(int64 token);
 extern void lq_shmem_slot_drop_quick(LqSlot *slot, int n);
 extern void lq_shmem_slot_free(LqSlot *slot);

@@ -204,10 +204,14 @@ lq_begin_request(LqRequest *req, LqOp op, FunctionCallInfo fcinfo)
 	lq_arg_lock_id(fcinfo, 0, req);
 }
 
+/*
+ * lq_bool_result returns the lock server's true or false answer to req,
+ * or raises its error.
+ */
 static Datum
-lq_bool_result(const LqResult *res)
+lq_bool_result(const LqRequest *req, const LqResult *res)
 {
-	lq_call_raise_if_error(res);
+	lq_call_raise_if_error(req, res);
 	PG_RETURN_BOOL(res->status == LQ_ST_TRUE);
 }
 
@@ -248,8 +252,8 @@ lockq_get(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
 				 errmsg("could not obtain lock \"%s\" within the timeout",
 						req.lock_id),
-				 res.message[0] != '\0' ? errdetail_internal("%s", res.message) : 0));
-	lq_call_raise_if_error(&res);
+				 lq_call_timeout_detail(&res)));
+	lq_call_raise_if_error(&req, &res);
 	Assert(res.status == LQ_ST_GRANTED);
 	if (req.session_owner)
 		lq_note_session_grant(&req, &res);
@@ -273,7 +277,7 @@ lockq_try(PG_FUNCTION_ARGS)
 
 	if (!(req.session_owner && lq_call_take_fast(&req, &res)))
 		res = lq_call(&req);
-	lq_call_raise_if_error(&res);
+	lq_call_raise_if_error(&req, &res);
 	if (res.status != LQ_ST_GRANTED)
 	{
 		lq_shmem_stat_add(LQ_STAT_FAILED_TRIES, 1);
@@ -304,7 +308,7 @@ lockq_release(PG_FUNCTION_ARGS)
 	res = lq_call(&req);
 	if (req.session_owner)
 		lq_call_remember_grant(req.lock_id, 0);
-	return lq_bool_result(&res);
+	return lq_bool_result(&req, &res);
 }
 
 /*
@@ -327,7 +331,7 @@ lockq_renew(PG_FUNCTION_ARGS)
 	}
 
 	res = lq_call(&req);
-	return lq_bool_result(&res);
+	return lq_bool_result(&req, &res);
 }
 
 /*
@@ -397,7 +401,7 @@ lockq_enqueue(PG_FUNCTION_ARGS)
 								   "Pass NULL not to wait; a wait ends at the heartbeat interval at the latest.");
 
 	res = lq_call(&req);
-	lq_call_raise_if_error(&res);
+	lq_call_raise_if_error(&req, &res);
 	if (res.status != LQ_ST_GRANTED)
 		PG_RETURN_NULL();
 	if (req.session_owner)
@@ -420,7 +424,7 @@ lockq_heartbeat(PG_FUNCTION_ARGS)
 	lq_arg_owner(fcinfo, 1, &req, true);
 
 	res = lq_call(&req);
-	lq_call_raise_if_error(&res);
+	lq_call_raise_if_error(&req, &res);
 	if (res.status != LQ_ST_GRANTED)
 		PG_RETURN_NULL();
 	if (req.session_owner)
@@ -449,7 +453,7 @@ lockq_await(PG_FUNCTION_ARGS)
 								   "Pass NULL to wait up to the heartbeat interval.");
 
 	res = lq_call(&req);
-	lq_call_raise_if_error(&res);
+	lq_call_raise_if_error(&req, &res);
 	if (res.status != LQ_ST_GRANTED)
 		PG_RETURN_NULL();
 	PG_RETURN_INT64(res.token);
@@ -470,7 +474,7 @@ lockq_cancel(PG_FUNCTION_ARGS)
 	lq_arg_owner(fcinfo, 1, &req, true);
 
 	res = lq_call(&req);
-	return lq_bool_result(&res);
+	return lq_bool_result(&req, &res);
 }
 
 /*
@@ -486,7 +490,7 @@ lockq_force_release(PG_FUNCTION_ARGS)
 	lq_begin_request(&req, LQ_OP_FORCE_RELEASE, fcinfo);
 
 	res = lq_call(&req);
-	return lq_bool_result(&res);
+	return lq_bool_result(&req, &res);
 }
 
 /*

@@ -167,24 +167,17 @@ lq_defer(LqEntry entry)
 
 /*
  * lq_refuse_blocked answers a request that waited lockq.table_lock_timeout
- * for lockq's relations to be free (see lq_blocked) with lock_not_available,
- * naming the relation and whoever holds it.
+ * for lockq's relations to be free (see lq_blocked) with
+ * LQ_ERR_TABLES_LOCKED, naming the relation and whoever holds it.
  */
 static void
 lq_refuse_blocked(int slotno, uint64 reqid)
 {
 	LqResult	res;
 	char	   *rel = get_rel_name(lq_blocked->relid);
-	char		hint[512];
 
-	snprintf(hint, sizeof(hint),
-			 "Relation \"%s.%s\" is locked by %s %d; lockq serves no request that could write its tables until that lock is released.",
-			 LQ_SCHEMA, rel ? rel : "?",
-			 lq_blocked->holder ? "process" : "another transaction,",
-			 lq_blocked->holder);
-	lq_shmem_result_error(&res, ERRCODE_LOCK_NOT_AVAILABLE,
-						  "lockq lock server could not lock its tables within lockq.table_lock_timeout",
-						  hint);
+	lq_shmem_result_error(&res, LQ_ERR_TABLES_LOCKED, lq_blocked->holder);
+	strlcpy(res.name, rel ? rel : "?", sizeof(res.name));
 	lq_outbox_reply(slotno, reqid, &res);
 }
 
@@ -396,14 +389,13 @@ lq_drop_quick(int slotno, const char *message)
 
 /*
  * lq_fail_slot answers a slot whose processing keeps failing with the
- * error (hint may be NULL), so that its backend does not wait forever.  No
+ * error answer res, so that its backend does not wait forever.  No
  * transaction needed.
  */
 static void
-lq_fail_slot(int slotno, int sqlerrcode, const char *message, const char *hint)
+lq_fail_slot(int slotno, const LqResult *res)
 {
 	LqSlot	   *slot;
-	LqResult	res;
 	int			procno = -1;
 	bool		freed = false;
 
@@ -413,7 +405,6 @@ lq_fail_slot(int slotno, int sqlerrcode, const char *message, const char *hint)
 		return;
 	}
 	slot = &lq_slots[slotno];
-	lq_shmem_result_error(&res, sqlerrcode, message, hint);
 
 	SpinLockAcquire(&slot->mutex);
 	if (slot->session_ended)
@@ -429,7 +420,7 @@ lq_fail_slot(int slotno, int sqlerrcode, const char *message, const char *hint)
 	}
 	else if (slot->state == LQ_SLOT_PENDING || slot->state == LQ_SLOT_ACTIVE)
 	{
-		slot->res = res;
+		slot->res = *res;
 		slot->state = LQ_SLOT_DONE;
 		procno = slot->pgprocno;
 	}
@@ -803,11 +794,11 @@ lq_slot_is_queued(int slotno)
  * the lock is released already.  Otherwise (the state cannot be loaded
  * just now) queued lockq_get calls keep their place, quick releases stay
  * queued, and requests submitted less than min_age microseconds ago wait
- * for the next attempt; everything else is answered.  hint may be NULL.
+ * for the next attempt; everything else is answered with the error answer
+ * res.
  */
 static void
-lq_fail_all(int sqlerrcode, const char *message, const char *hint, bool all,
-			int64 min_age)
+lq_fail_all(const LqResult *res, bool all, int64 min_age)
 {
 	List	   *entries = lq_slots_in_flight();
 	ListCell   *lc;
@@ -825,7 +816,7 @@ lq_fail_all(int sqlerrcode, const char *message, const char *hint, bool all,
 		}
 		else if (all || (!lq_slot_is_queued(slotno) &&
 						 now - lq_slots[slotno].submitted >= min_age))
-			lq_fail_slot(slotno, sqlerrcode, message, hint);
+			lq_fail_slot(slotno, res);
 	}
 	list_free(entries);
 }
@@ -962,7 +953,7 @@ lq_recover(void)
 
 	if (failed)
 	{
-		char		msg[1024];
+		LqResult	res;
 
 		/*
 		 * Nobody may wait for a state that cannot be loaded: everything in
@@ -973,9 +964,9 @@ lq_recover(void)
 				(errmsg("lockq lock server could not load its state: %s",
 						edata->message),
 				 edata->hint ? errhint("%s", edata->hint) : 0));
-		snprintf(msg, sizeof(msg), "lockq lock server could not load its state: %s",
-				 edata->message);
-		lq_fail_all(edata->sqlerrcode, msg, edata->hint, false,
+		lq_shmem_result_failed(&res, LQ_ERR_LOAD_FAILED, edata->sqlerrcode,
+							   edata->message, edata->hint);
+		lq_fail_all(&res, false,
 					edata->sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE ?
 					(int64) lockq_table_lock_timeout * 1000 : 0);
 		FreeErrorData(edata);
@@ -992,9 +983,12 @@ lq_recover(void)
 	}
 	lq_need_recover = false;
 	if (!installed)
-		lq_fail_all(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-					"lockq is not installed in the lock server's database",
-					NULL, true, 0);
+	{
+		LqResult	res;
+
+		lq_shmem_result_error(&res, LQ_ERR_NOT_INSTALLED, 0);
+		lq_fail_all(&res, true, 0);
+	}
 	return installed;
 }
 
@@ -1069,7 +1063,13 @@ lq_careful_step(void)
 			if (lq_entry_is_quick(entry))
 				lq_drop_quick(slotno, edata->message);
 			else
-				lq_fail_slot(slotno, edata->sqlerrcode, edata->message, edata->hint);
+			{
+				LqResult	res;
+
+				lq_shmem_result_failed(&res, LQ_ERR_FAILED, edata->sqlerrcode,
+									   edata->message, edata->hint);
+				lq_fail_slot(slotno, &res);
+			}
 			FreeErrorData(edata);
 			break;				/* rebuild the state, then go on */
 		}
