@@ -823,7 +823,7 @@ lq_reply_fail(int slotno, uint64 reqid, LqError error, int64 arg)
 
 /*
  * lq_may_act: may this request act for an owner whose grant or wait role
- * made?  The same role may, and so may an administrator (lq_is_admin) and
+ * made?  The same role may, and so may an administrator (lq_call_is_admin) and
  * a session for its own session-bound owner, whatever role it has switched
  * to since: that owner name cannot be given by anyone else.
  */
@@ -1129,7 +1129,7 @@ lq_own_ttl(const LqLock *lock)
 /*
  * lq_set_lease moves the current grant's lease end, and confirms a client
  * grant.  The holder of a grant outliving its session relies on the new
- * end: see lq_worker_lease_shown.
+ * end: see lq_durability_lease_shown.
  */
 static void
 lq_set_lease(LqLock *lock, int64 expires)
