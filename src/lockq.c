@@ -9,7 +9,7 @@
  * server is a background worker and the request slots live in shared
  * memory, and both can only be set up by the postmaster.  Loaded any other
  * way the module defines its user-settable GUCs and every SQL function
- * refuses to run with a hint (see lq_check_available).
+ * refuses to run with a hint (see lq_call_check_available).
  *
  * Copyright (c) 2026, lockq developers
  * This file is part of lockq, released under the PostgreSQL License
@@ -28,7 +28,7 @@
 #include "miscadmin.h"
 #include "utils/guc.h"
 
-#include "lockq_api.h"
+#include "lockq_hooks.h"
 #include "lockq_fastpath.h"
 #include "lockq_fault.h"
 #include "lockq_guc.h"
@@ -55,7 +55,7 @@ _PG_init(void)
 	MarkGUCPrefixReserved("lockq");
 
 	lq_shmem_init_hooks();
-	lq_fast_init_hooks();
-	lq_install_backend_hooks();
-	lq_register_worker();
+	lq_fastpath_init_hooks();
+	lq_hooks_install();
+	lq_worker_register();
 }

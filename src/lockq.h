@@ -6,9 +6,10 @@
  *
  * lockq is a fair, durable, lease-based lock service that lives inside
  * PostgreSQL.  Each module has its own header with what others may use;
- * DESIGN.md ("The modules") says which calls which: backend API ->
- * shared memory <- lock server; inside the lock server, worker -> state
- * machine -> outbox, with store, ledger, clock and settings as leaves.
+ * DESIGN.md ("The modules") says which calls which: backend (SQL
+ * functions -> hooks -> fences -> the call) -> shared memory <- lock
+ * server; inside the lock server, worker -> rules -> outbox, with tables,
+ * durability, clock and settings as leaves.
  *
  * Copyright (c) 2026, lockq developers
  * This file is part of lockq, released under the PostgreSQL License
@@ -86,12 +87,67 @@ typedef enum LqStatus
 	LQ_ST_TRUE,
 	LQ_ST_FALSE,
 	LQ_ST_OK,
-	LQ_ST_ERROR					/* sqlerrcode and message are set */
+	LQ_ST_ERROR					/* error says which */
 } LqStatus;
 
 /*
+ * What went wrong with a request (LqResult.error).  The lock server sends
+ * the code and the values its message needs, never a message: the backend
+ * raises the error itself, with a literal message, in its own language
+ * and encoding (lq_call_raise_if_error, lockq_call.c).  The lock id and the
+ * owner a message names are the request's.
+ */
+typedef enum LqError
+{
+	LQ_ERR_NONE = 0,
+
+	/* With LQ_ST_ERROR, from the lock server's rules (lockq_rules.c). */
+	LQ_ERR_OTHER_ROLE,			/* the owner's grant or wait is another
+								 * role's */
+	LQ_ERR_NO_SESSION_ROOM,		/* the table of session-bound grants is full;
+								 * arg: lockq.session_locks_per_backend */
+	LQ_ERR_SERVER_MEMORY,		/* lockq.max_server_memory is reached */
+	LQ_ERR_TOO_MANY_WAITERS,	/* lockq.max_waiters is reached */
+	LQ_ERR_ROLE_OWNER_LOCKS,	/* the role's limit (arg) on grants with an
+								 * owner is reached */
+	LQ_ERR_ROLE_SESSION_LOCKS,	/* ...on session-bound grants */
+	LQ_ERR_ROLE_WAITERS,		/* ...on waiters */
+	LQ_ERR_ALREADY_WAITING,		/* lockq_get: the owner waits already */
+	LQ_ERR_ALREADY_WAITING_IN_BACKEND,	/* lockq_enqueue: the owner waits
+										 * already, in a lockq_get */
+	LQ_ERR_WAITING_IN_BACKEND,	/* the owner waits in a lockq_get, not
+								 * client-side */
+	LQ_ERR_NOT_WAITING,			/* the owner neither waits nor holds */
+	LQ_ERR_NO_LONGER_WAITING,	/* the waiter a lockq_await waited for is
+								 * gone */
+	LQ_ERR_INVALID_REQUEST,		/* an operation the lock server does not
+								 * know */
+
+	/* With LQ_ST_ERROR, from the lock server's loop (lockq_worker.c). */
+	LQ_ERR_TABLES_LOCKED,		/* lockq's tables stayed locked for
+								 * lockq.table_lock_timeout; name: the
+								 * relation, arg: the holder's pid or 0 */
+	LQ_ERR_NOT_INSTALLED,		/* no extension in the lock server's
+								 * database */
+	LQ_ERR_LOAD_FAILED,			/* the lock server cannot load its state;
+								 * sqlerrcode, message, hint: the error it
+								 * got */
+	LQ_ERR_FAILED,				/* applying the request keeps failing;
+								 * sqlerrcode, message, hint: the error */
+
+	/*
+	 * With LQ_ST_TIMEOUT, when a backend ended a wait at its limit itself,
+	 * without the lock server's answer (lockq_call.c, lq_give_up).
+	 */
+	LQ_ERR_SERVER_NOT_RUNNING,	/* no lock server runs */
+	LQ_ERR_SERVER_FLUSHING,		/* it waits for a flush; arg: since how
+								 * long (µs) */
+	LQ_ERR_SERVER_BUSY			/* no answer; message: what it is doing */
+} LqError;
+
+/*
  * lockq_holds' answer from one of the places that keep grants
- * (lq_grants_holds, lq_leases_fence, lq_store_holds).
+ * (lq_session_holds, lq_leases_fence, lq_tables_holds).
  */
 typedef enum LqHeld
 {
@@ -128,9 +184,12 @@ typedef struct LqResult
 	LqStatus	status;
 	bool		fresh_grant;	/* this request created the grant */
 	int64		token;
-	int			sqlerrcode;
-	char		message[LQ_ERRMSG_LEN];
-	char		hint[LQ_ERRMSG_LEN];	/* empty: none */
+	LqError		error;			/* see LqError for the fields below */
+	int64		arg;
+	char		name[NAMEDATALEN];
+	int			sqlerrcode;		/* an error the lock server got itself */
+	char		message[LQ_ERRMSG_LEN]; /* ...its message */
+	char		hint[LQ_ERRMSG_LEN];	/* ...its hint; empty: none */
 } LqResult;
 
 

@@ -18,7 +18,7 @@
  *	  machine: so that the clock starts at the wall clock, or above the
  *	  durable ceiling if the wall clock is behind.  Later starts in the same
  *	  boot (server restarts, crashes) keep it: the clock runs on as if the
- *	  server had never stopped (see lockq_ledger.c, lq_ledger_start).
+ *	  server had never stopped (see lockq_durability.c, lq_durability_start).
  *	- At a clean stop the lock server closes the clock (a flag bit in
  *	  clock_last, so no backend can hand out another value) and stores the
  *	  exact last value as the ceiling.
@@ -61,24 +61,24 @@ lq_clock_boottime_us(void)
 }
 
 /*
- * lq_wall_us reads the wall clock the way PostgreSQL does (now(),
+ * lq_clock_wall_us reads the wall clock the way PostgreSQL does (now(),
  * clock_timestamp()), converted to microseconds since the Unix epoch.
  */
 #define LQ_UNIX_TO_PG_US \
 	((int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY)
 
 int64
-lq_wall_us(void)
+lq_clock_wall_us(void)
 {
 	return (int64) GetCurrentTimestamp() + LQ_UNIX_TO_PG_US;
 }
 
 /*
- * lq_us_to_timestamptz converts lockq time (microseconds since the Unix
+ * lq_clock_us_to_timestamptz converts lockq time (microseconds since the Unix
  * epoch) to a timestamptz, for display.
  */
 TimestampTz
-lq_us_to_timestamptz(int64 us)
+lq_clock_us_to_timestamptz(int64 us)
 {
 	return (TimestampTz) (us - LQ_UNIX_TO_PG_US);
 }
@@ -101,7 +101,7 @@ lq_clock_peek(void)
 	int64		cand;
 
 	if (!lq_clock_is_ready())
-		return lq_wall_us();
+		return lq_clock_wall_us();
 
 	pg_read_barrier();
 	last = pg_atomic_read_u64(&lq_shared->clock_last) & ~LQ_CLOCK_CLOSED;

@@ -21,8 +21,8 @@
 #include "datatype/timestamp.h"
 
 /* Anyone. */
-extern int64 lq_wall_us(void);
-extern TimestampTz lq_us_to_timestamptz(int64 us);
+extern int64 lq_clock_wall_us(void);
+extern TimestampTz lq_clock_us_to_timestamptz(int64 us);
 extern int64 lq_clock_peek(void);
 extern bool lq_clock_next(int64 limit, int64 *result);
 extern int64 lq_clock_ceiling(void);

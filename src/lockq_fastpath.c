@@ -19,12 +19,12 @@
  * it is on its way to the lock server, and that no other backend granted
  * it this way.  Lock ids hash to LQ_FAST_BUCKETS buckets; per bucket,
  *	- known counts the locks of the bucket that the lock server has in its
- *	  state (lq_fast_adopt, when it makes one; lq_fast_forget, when a batch
- *	  that dropped one is published: a batch that fails is undone by the
+ *	  state (lq_fastpath_adopt, when it makes one; lq_fastpath_forget, when a
+ *	  batch that dropped one is published: a batch that fails is undone by the
  *	  rebuild of the state, which counts again from zero);
  *	- inflight counts the calls of backends that sent a request about a lock
- *	  of the bucket and have not had their answer (lq_fast_claim before the
- *	  push, lq_fast_unclaim when the call is over, however it ends).
+ *	  of the bucket and have not had their answer (lq_fastpath_claim before the
+ *	  push, lq_fastpath_unclaim when the call is over, however it ends).
  * A backend grants only while both are zero for its lock's bucket and the
  * table has no grant of the lock; so a grant of this table never overtakes
  * a waiter, and never meets a grant the lock server made.  A request that
@@ -33,22 +33,21 @@
  *
  * Locking: the table and known are under the bucket's partition LWLock
  * (LQ_FAST_PARTITIONS of them; bucket b is under lock b % partitions);
- * inflight is atomic, read under that LWLock (a claim made after the read
- * comes after the grant).  The grant itself lives in lockq_grants.c's table
- * too, entered visible, so that lockq_holds, the views and a rebuilding
- * lock server see it as any session-bound grant; lock order: partition,
- * then lockq_grants.c's LWLock.  A release by its holder removes both
- * under the partition lock, unless a transaction is fenced on it: then the
- * normal quick release applies, and the lock server adopts the grant to
- * end it and hold the hand-off back.
+ * LqFastShared has the rules for each field.  The grant itself lives in
+ * lockq_session.c's table too, entered visible, so that lockq_holds, the
+ * views and a rebuilding lock server see it as any session-bound grant;
+ * lock order: partition, then lockq_session.c's LWLock.  A release by its
+ * holder removes both under the partition lock, unless a transaction is
+ * fenced on it: then the normal quick release applies, and the lock server
+ * adopts the grant to end it and hold the hand-off back.
  *
  * Tokens come from the shared counter below the durable ceiling
- * (lq_token_take); when the reserve is used up the backend falls back to
+ * (lq_shmem_token_take); when the reserve is used up the backend falls back to
  * the lock server, which raises the ceiling.  While the lock server
  * rebuilds its state, and after a crash until every lock's delay is over,
  * the fast path is closed (ok); the lock server closes it under every
  * partition lock, so that no grant is half made, empties the table (its
- * grants are in lockq_grants.c's and are loaded from there) and opens it
+ * grants are in lockq_session.c's and are loaded from there) and opens it
  * again when its state is loaded.
  *
  * Copyright (c) 2026, lockq developers
@@ -70,7 +69,7 @@
 #include "utils/hsearch.h"
 
 #include "lockq_fastpath.h"
-#include "lockq_grants.h"
+#include "lockq_session.h"
 #include "lockq_shmem.h"
 
 #define LQ_FAST_TRANCHE		"lockq fast path"
@@ -80,6 +79,29 @@
 StaticAssertDecl(LQ_FAST_BUCKETS % LQ_FAST_PARTITIONS == 0,
 				 "a bucket's partition must be its hash's");
 
+/*
+ * The fast path's shared state, next to its table (lq_fast_table).
+ *
+ * Locking:
+ *	- The table's entries and known[b] are under the partition LWLock of
+ *	  their bucket (lq_fast_lock), taken exclusively by whoever reads or
+ *	  changes them; the lock server takes every partition (lq_fast_lock_all)
+ *	  to scan or empty the table.
+ *	- inflight[], count and ok are atomic.  inflight[b] is changed by
+ *	  backends without a lock and read under the bucket's partition lock by
+ *	  a backend about to grant (a claim made after that read comes after
+ *	  the grant).  count is changed with the table, under the partition
+ *	  lock, and read without one (zero: nothing to look for).  ok is
+ *	  written by the lock server (closed under every partition lock,
+ *	  lq_fastpath_stop) and read by backends (again) under the partition
+ *	  lock before they grant or release.
+ *	- per_slot[s] is changed with the table, under the partition lock of
+ *	  the grant concerned, and read without a lock (a slot at its share,
+ *	  LQ_FAST_PER_BACKEND, takes the normal path; one with none has
+ *	  nothing to adopt).  Its session's own grants and releases come one at
+ *	  a time, but the lock server may adopt another of its grants, under
+ *	  another partition lock, at the same time.
+ */
 typedef struct LqFastShared
 {
 	pg_atomic_uint32 ok;		/* backends may grant and release here */
@@ -159,11 +181,11 @@ lq_fast_shmem_startup(void)
 }
 
 /*
- * lq_fast_init_hooks installs the shared-memory hooks, chaining whatever
+ * lq_fastpath_init_hooks installs the shared-memory hooks, chaining whatever
  * was there.
  */
 void
-lq_fast_init_hooks(void)
+lq_fastpath_init_hooks(void)
 {
 	prev_shmem_request_hook = shmem_request_hook;
 	shmem_request_hook = lq_fast_shmem_request;
@@ -184,12 +206,12 @@ lq_fast_lock(uint32 hash)
 }
 
 /*
- * lq_fast_claim is called before a request about lock_id goes to the lock
- * server: until lq_fast_unclaim, no backend grants a lock of its bucket by
+ * lq_fastpath_claim is called before a request about lock_id goes to the lock
+ * server: until lq_fastpath_unclaim, no backend grants a lock of its bucket by
  * itself.  Returns the claim (-1: none, for a request without a lock id).
  */
 int
-lq_fast_claim(const char *lock_id)
+lq_fastpath_claim(const char *lock_id)
 {
 	uint32		bucket;
 
@@ -200,24 +222,24 @@ lq_fast_claim(const char *lock_id)
 	return (int) bucket;
 }
 
-/* lq_fast_unclaim takes a claim back: the call is over. */
+/* lq_fastpath_unclaim takes a claim back: the call is over. */
 void
-lq_fast_unclaim(int claim)
+lq_fastpath_unclaim(int claim)
 {
 	if (claim >= 0)
 		pg_atomic_fetch_sub_u32(&lq_fast->inflight[claim], 1);
 }
 
 /*
- * lq_fast_grant grants lock_id to the session in slot slotno (pid,
+ * lq_fastpath_grant grants lock_id to the session in slot slotno (pid,
  * session_start, role) with a lease of ttl_us from now, if the lock is free
  * and nobody is after it (see the top of the file), and returns its token;
  * 0 when the lock server must decide (also when the table, the session's
  * share of it or the token reserve is full).  Never raises.
  */
 int64
-lq_fast_grant(const char *lock_id, int slotno, int pid, int64 session_start,
-			  Oid role, int64 ttl_us, int64 now)
+lq_fastpath_grant(const char *lock_id, int slotno, int pid, int64 session_start,
+				  Oid role, int64 ttl_us, int64 now)
 {
 	uint32		hash;
 	uint32		bucket;
@@ -237,7 +259,7 @@ lq_fast_grant(const char *lock_id, int slotno, int pid, int64 session_start,
 		pg_atomic_read_u32(&lq_fast->inflight[bucket]) == 0 &&
 		hash_search_with_hash_value(lq_fast_table, lock_id, hash, HASH_FIND,
 									NULL) == NULL &&
-		(token = lq_token_take()) > 0)
+		(token = lq_shmem_token_take()) > 0)
 	{
 		LqSessionGrant g;
 
@@ -251,12 +273,12 @@ lq_fast_grant(const char *lock_id, int slotno, int pid, int64 session_start,
 		g.acquired = now;
 		g.expires = now + ttl_us;
 		e = NULL;
-		if (lq_grants_enter_fast(&g))
+		if (lq_session_enter_fast(&g))
 		{
 			e = hash_search_with_hash_value(lq_fast_table, lock_id, hash,
 											HASH_ENTER_NULL, NULL);
 			if (e == NULL)
-				lq_grants_forget_fast(token);
+				lq_session_forget_fast(token);
 		}
 		if (e != NULL)
 		{
@@ -286,7 +308,7 @@ lq_fast_drop(LqFastGrant *e, uint32 hash)
 }
 
 /*
- * lq_fast_release releases the grant of lock_id under token if it is one
+ * lq_fastpath_release releases the grant of lock_id under token if it is one
  * of this table's and nobody is fenced on it: it is gone from both tables
  * when this returns (LQ_FAST_RELEASED, or LQ_FAST_EXPIRED if its lease had
  * run out at now).  LQ_FAST_NOT_MINE: the normal path decides (the lock
@@ -294,7 +316,7 @@ lq_fast_drop(LqFastGrant *e, uint32 hash)
  * path is closed).
  */
 LqFastRelease
-lq_fast_release(const char *lock_id, int64 token, int64 now)
+lq_fastpath_release(const char *lock_id, int64 token, int64 now)
 {
 	uint32		hash;
 	LWLock	   *lock;
@@ -313,7 +335,7 @@ lq_fast_release(const char *lock_id, int64 token, int64 now)
 	{
 		bool		expired;
 
-		if (lq_grants_remove_fast(token, now, &expired))
+		if (lq_session_remove_fast(token, now, &expired))
 		{
 			r = expired ? LQ_FAST_EXPIRED : LQ_FAST_RELEASED;
 			lq_fast_drop(e, hash);
@@ -323,22 +345,22 @@ lq_fast_release(const char *lock_id, int64 token, int64 now)
 	return r;
 }
 
-/* lq_fast_count: how many grants the table holds (for lockq_stats). */
+/* lq_fastpath_count: how many grants the table holds (for lockq_stats). */
 uint64
-lq_fast_count(void)
+lq_fastpath_count(void)
 {
 	return lq_fast == NULL ? 0 : pg_atomic_read_u64(&lq_fast->count);
 }
 
 /*
- * lq_fast_adopt is the lock server's, when its state has nothing of
+ * lq_fastpath_adopt is the lock server's, when its state has nothing of
  * lock_id: it takes the grant of lock_id out of the table if there is one
  * (*adopted says which; true), and counts the lock as known when it is
  * about to make it (create, or a grant was adopted).  From then on no
- * backend grants the lock by itself until lq_fast_forget.
+ * backend grants the lock by itself until lq_fastpath_forget.
  */
 bool
-lq_fast_adopt(const char *lock_id, bool create, LqFastGrant *adopted)
+lq_fastpath_adopt(const char *lock_id, bool create, LqFastGrant *adopted)
 {
 	uint32		hash;
 	LWLock	   *lock;
@@ -364,11 +386,11 @@ lq_fast_adopt(const char *lock_id, bool create, LqFastGrant *adopted)
 }
 
 /*
- * lq_fast_forget: the lock server no longer has lock_id in its state, and
+ * lq_fastpath_forget: the lock server no longer has lock_id in its state, and
  * the batch that dropped it is published.  Lock server only.
  */
 void
-lq_fast_forget(const char *lock_id)
+lq_fastpath_forget(const char *lock_id)
 {
 	uint32		hash = lq_fast_hash(lock_id);
 	LWLock	   *lock = lq_fast_lock(hash);
@@ -398,13 +420,13 @@ lq_fast_unlock_all(void)
 }
 
 /*
- * lq_fast_adopt_slot takes every grant of the session in slot slotno out
+ * lq_fastpath_adopt_slot takes every grant of the session in slot slotno out
  * of the table (its session ended) and returns them (palloc'd
- * LqFastGrant), counting their locks as known, as lq_fast_adopt does: the
+ * LqFastGrant), counting their locks as known, as lq_fastpath_adopt does: the
  * caller makes them.  Lock server only.
  */
 List *
-lq_fast_adopt_slot(int slotno)
+lq_fastpath_adopt_slot(int slotno)
 {
 	HASH_SEQ_STATUS seq;
 	LqFastGrant *e;
@@ -431,14 +453,14 @@ lq_fast_adopt_slot(int slotno)
 }
 
 /*
- * lq_fast_stop closes the fast path and empties the table, for a lock
+ * lq_fastpath_stop closes the fast path and empties the table, for a lock
  * server about to (re)build its state: every grant of the table is in
- * lockq_grants.c's, and is loaded from there.  No lock counts as known
+ * lockq_session.c's, and is loaded from there.  No lock counts as known
  * any more; the lock server counts again as it makes its locks.  Claims
  * stay: they are the backends'.
  */
 void
-lq_fast_stop(void)
+lq_fastpath_stop(void)
 {
 	HASH_SEQ_STATUS seq;
 	LqFastGrant *e;
@@ -455,11 +477,11 @@ lq_fast_stop(void)
 }
 
 /*
- * lq_fast_start opens the fast path: the lock server's state is loaded and
+ * lq_fastpath_start opens the fast path: the lock server's state is loaded and
  * counted, and no lock is delayed as a whole.
  */
 void
-lq_fast_start(void)
+lq_fastpath_start(void)
 {
 	pg_atomic_write_u32(&lq_fast->ok, 1);
 }

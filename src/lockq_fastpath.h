@@ -19,7 +19,7 @@
 
 #include "lockq.h"
 
-/* What lq_fast_release did. */
+/* What lq_fastpath_release did. */
 typedef enum LqFastRelease
 {
 	LQ_FAST_NOT_MINE = 0,		/* not a grant of this table: the normal path */
@@ -27,7 +27,7 @@ typedef enum LqFastRelease
 	LQ_FAST_EXPIRED				/* its lease had run out: it is gone */
 } LqFastRelease;
 
-/* A grant of the table; what the lock server takes out (lq_fast_adopt). */
+/* A grant of the table; what the lock server takes out (lq_fastpath_adopt). */
 typedef struct LqFastGrant
 {
 	char		lock_id[LQ_MAX_ID_LEN + 1]; /* hash key, must be first */
@@ -36,24 +36,24 @@ typedef struct LqFastGrant
 } LqFastGrant;
 
 /* Shared memory: lockq.c installs the hooks. */
-extern void lq_fast_init_hooks(void);
+extern void lq_fastpath_init_hooks(void);
 
 /* Backends. */
-extern int	lq_fast_claim(const char *lock_id);
-extern void lq_fast_unclaim(int claim);
-extern int64 lq_fast_grant(const char *lock_id, int slotno, int pid,
-						   int64 session_start, Oid role, int64 ttl_us,
-						   int64 now);
-extern LqFastRelease lq_fast_release(const char *lock_id, int64 token,
-									 int64 now);
-extern uint64 lq_fast_count(void);
+extern int	lq_fastpath_claim(const char *lock_id);
+extern void lq_fastpath_unclaim(int claim);
+extern int64 lq_fastpath_grant(const char *lock_id, int slotno, int pid,
+							   int64 session_start, Oid role, int64 ttl_us,
+							   int64 now);
+extern LqFastRelease lq_fastpath_release(const char *lock_id, int64 token,
+										 int64 now);
+extern uint64 lq_fastpath_count(void);
 
 /* The lock server. */
-extern bool lq_fast_adopt(const char *lock_id, bool create,
-						  LqFastGrant *adopted);
-extern void lq_fast_forget(const char *lock_id);
-extern List *lq_fast_adopt_slot(int slotno);
-extern void lq_fast_stop(void);
-extern void lq_fast_start(void);
+extern bool lq_fastpath_adopt(const char *lock_id, bool create,
+							  LqFastGrant *adopted);
+extern void lq_fastpath_forget(const char *lock_id);
+extern List *lq_fastpath_adopt_slot(int slotno);
+extern void lq_fastpath_stop(void);
+extern void lq_fastpath_start(void);
 
 #endif							/* LOCKQ_FASTPATH_H */

@@ -7,11 +7,11 @@
  * A release by token is a request to the lock server like any other, and
  * the releasing session used to sleep until the lock server's batch was
  * published: one process switch there and one back, per release.  A
- * session-bound lock avoids that (lockq_grants.c, quick release).  This
+ * session-bound lock avoids that (lockq_session.c, quick release).  This
  * table does the same for a leased grant whose release may be shown
  * before the lock server has written it: one whose lock is unsettled with
  * a fence_ttl that covers the grant's ttl, that unsettled row flushed (see
- * lockq_ledger.c).  After a crash such a grant is ended whether or not its
+ * lockq_durability.c).  After a crash such a grant is ended whether or not its
  * release survived, so acknowledging the release first breaks no promise.
  *
  * The table is a shared hash keyed by lock id (a lock has at most one
@@ -22,7 +22,7 @@
  * Grants without a row.  A grant that such a marker covers for its lease
  * as well as its end needs no lockq.owners row either (a crash ends it
  * whether or not the row survives), and the lock server keeps it without
- * one for its first lockq.grant_row_delay (lockq_state.c, lq_grant): then
+ * one for its first lockq.grant_row_delay (lockq_rules.c, lq_grant): then
  * its entry, marked rowless, is its only record outside the lock server.
  * Such an entry is not revoked; the views list it (lq_leases_rowless); and
  * lockq_holds fences the grant here, counting the fence in the entry
@@ -72,6 +72,21 @@
 #define LQ_LEASES_TRANCHE		"lockq leases"
 #define LQ_LEASES_PER_BACKEND	4
 
+/*
+ * An entry of the table.
+ *
+ * Locking: the table, every field of its entries and LqLeasesEnded are
+ * under lq_leases_lock: taken exclusively to enter, remove or change an
+ * entry, shared to read one.  The exception is fences, an atomic counter
+ * that backends change while they hold the LWLock shared (lq_leases_fence
+ * adds a fence, lq_leases_release_fences takes it off); the lock server
+ * reads it holding the LWLock exclusively (lq_leases_begin_end,
+ * lq_leases_revoke, lq_leases_reload), so that no fence is taken while it
+ * marks the entry ending or takes it out.
+ *
+ * Writers: the lock server (everything, see "Writers" above); a backend
+ * sets released on an entry it may release (lq_leases_mark_released).
+ */
 typedef struct LqLeaseEntry
 {
 	char		lock_id[LQ_MAX_ID_LEN + 1]; /* hash key, must be first */
@@ -376,7 +391,7 @@ lq_leases_fences(const char *lock_id, int64 token)
  * released or run out), LQ_HELD_FENCED if it is held and the caller's
  * transaction is now fenced on it until it ends (lq_leases_release_fences),
  * LQ_HELD_UNFENCED if it is held but role may not fence it (only the
- * grant's own role, or an administrator, may: as lq_grants_holds).  Room
+ * grant's own role, or an administrator, may: as lq_session_holds).  Room
  * for the fence is made first: nothing may fail once it is counted.  The LWLock, shared here and
  * exclusive where the lock server marks the grant ending, orders the two:
  * either the fence is counted before the mark, and the lock server sees it
@@ -477,10 +492,10 @@ lq_leases_revoke(const char *lock_id)
 
 /*
  * lq_leases_revoke_all takes out of the table, before the wide marker
- * settles, every grant that may rely on it: those that own_covers (the
- * ledger: its lock's own marker covers its lease and its end) says are
- * not covered otherwise.  Returns false if any of those cannot go yet (a
- * session released it and the lock server has not yet ended it, a
+ * settles, every grant that may rely on it: those that own_covers
+ * (lockq_durability.c: its lock's own marker covers its lease and its
+ * end) says are not covered otherwise.  Returns false if any of those cannot
+ * go yet (a session released it and the lock server has not yet ended it, a
  * transaction is fenced on it, or it has no row: *rowless is then set),
  * and then takes nothing out.  Lock server only.
  */
@@ -517,8 +532,8 @@ lq_leases_revoke_all(bool (*own_covers) (const char *lock_id, int64 expires,
 
 /*
  * lq_leases_entry_covered: is lock_id's entry (if any) covered by the
- * callback (the ledger: the wide marker covers its lease and its end), so
- * that its lock's own marker may settle without taking it out?
+ * callback (lockq_durability.c: the wide marker covers its lease and its
+ * end), so that its lock's own marker may settle without taking it out?
  */
 bool
 lq_leases_entry_covered(const char *lock_id,

@@ -9,7 +9,7 @@
  * Commands that rewrite a table (VACUUM FULL, CLUSTER, ALTER TABLE ... SET
  * TABLESPACE, a pg_squeeze-style swap) move every row: they are safe
  * because the lock server notices the new file at its next batch and loads
- * its state anew before it writes anything (lq_store_rewritten).  VACUUM,
+ * its state anew before it writes anything (lq_tables_rewritten).  VACUUM,
  * ANALYZE and REINDEX (CONCURRENTLY too) leave the rows where they are.
  *
  * Refused, in every backend, with a hint at the safe way:
@@ -43,11 +43,12 @@
 #include "lockq_maint.h"
 
 /*
- * lq_state_table: is rv one of the lock server's tables?  Looked up without
- * a lock, and an unknown name is not ours: the command itself reports it.
+ * lq_is_server_table: is rv one of the lock server's tables?  Looked
+ * up without a lock, and an unknown name is not ours: the command itself
+ * reports it.
  */
 static bool
-lq_state_table(const RangeVar *rv)
+lq_is_server_table(const RangeVar *rv)
 {
 	Oid			relid;
 	Oid			nsp;
@@ -129,7 +130,7 @@ lq_maint_check_utility(Node *parsetree)
 				{
 					RangeVar   *rv = lfirst_node(RangeVar, lc);
 
-					if (lq_state_table(rv))
+					if (lq_is_server_table(rv))
 						lq_refuse(rv, "TRUNCATE",
 								  "End grants with lockq_force_release(), or DROP EXTENSION lockq to end every lock.");
 				}
@@ -140,7 +141,7 @@ lq_maint_check_utility(Node *parsetree)
 				AlterTableStmt *stmt = (AlterTableStmt *) parsetree;
 				ListCell   *lc;
 
-				if (!lq_state_table(stmt->relation))
+				if (!lq_is_server_table(stmt->relation))
 					break;
 				foreach(lc, stmt->cmds)
 				{
@@ -154,22 +155,22 @@ lq_maint_check_utility(Node *parsetree)
 			{
 				RenameStmt *stmt = (RenameStmt *) parsetree;
 
-				if (lq_state_table(stmt->relation))
+				if (lq_is_server_table(stmt->relation))
 					lq_refuse(stmt->relation, "renaming", vacuum_hint);
 				break;
 			}
 		case T_CreateTrigStmt:
-			if (lq_state_table(((CreateTrigStmt *) parsetree)->relation))
+			if (lq_is_server_table(((CreateTrigStmt *) parsetree)->relation))
 				lq_refuse(((CreateTrigStmt *) parsetree)->relation,
 						  "a trigger", "The lock server's writes bypass triggers; to compact the table, use VACUUM FULL or CLUSTER.");
 			break;
 		case T_RuleStmt:
-			if (lq_state_table(((RuleStmt *) parsetree)->relation))
+			if (lq_is_server_table(((RuleStmt *) parsetree)->relation))
 				lq_refuse(((RuleStmt *) parsetree)->relation,
 						  "a rule", "The lock server's writes bypass rules.");
 			break;
 		case T_CreatePolicyStmt:
-			if (lq_state_table(((CreatePolicyStmt *) parsetree)->table))
+			if (lq_is_server_table(((CreatePolicyStmt *) parsetree)->table))
 				lq_refuse(((CreatePolicyStmt *) parsetree)->table,
 						  "a row security policy", "The lock server's writes bypass policies; privileges on the views control who sees what.");
 			break;

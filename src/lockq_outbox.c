@@ -13,7 +13,7 @@
  * lock server rebuilds a state that never existed: a grant ended in the
  * table but still current in shared memory, a waiter that lost its place.
  * So the shared-memory part is staged, in the slots (LqSlot.staged) and the
- * grant entries (lockq_grants.c), as the rules decide it; right before the
+ * grant entries (lockq_session.c), as the rules decide it; right before the
  * commit the batch is sealed (its number and transaction id in LqShared);
  * after the commit it is published.  A batch that fails is discarded.  A
  * lock server that starts where its predecessor left a sealed batch (it was
@@ -46,9 +46,9 @@
 #include "utils/memutils.h"
 
 #include "lockq_fastpath.h"
-#include "lockq_grants.h"
 #include "lockq_leases.h"
 #include "lockq_outbox.h"
+#include "lockq_session.h"
 #include "lockq_shmem.h"
 
 /* Above this NOTIFY queue usage the lock server sends no NOTIFYs. */
@@ -218,7 +218,7 @@ lq_stage_grant(LqGrantOp op, const LqSessionGrant *g)
 	MemoryContext old = MemoryContextSwitchTo(lq_outbox_cxt);
 	int64	   *token = palloc(sizeof(int64));
 
-	lq_grants_stage(op, g, lq_batch);
+	lq_session_stage(op, g, lq_batch);
 	*token = g->token;
 	lq_tokens_touched = lappend(lq_tokens_touched, token);
 	MemoryContextSwitchTo(old);
@@ -299,7 +299,7 @@ lq_outbox_lease_drop(const char *lock_id, int64 token)
 /*
  * lq_outbox_lock_dropped: the rules let go of this lock (nothing held,
  * queued or delayed).  Backends may grant it by themselves again once the
- * batch is published (lq_fast_forget); a batch that fails is undone by
+ * batch is published (lq_fastpath_forget); a batch that fails is undone by
  * the rebuild of the state, which counts the locks anew.
  */
 void
@@ -391,7 +391,7 @@ lq_publish_slot(int slotno, LqSlotStaged *st, bool *recheck, bool *freed)
 	SpinLockAcquire(&slot->mutex);
 	if (st->queued_set)
 		slot->queued_ts = st->queued_ts;
-	lq_slot_drop_quick(slot, st->quick_done);
+	lq_shmem_slot_drop_quick(slot, st->quick_done);
 	switch (st->kind)
 	{
 		case LQ_STAGED_NONE:
@@ -414,7 +414,7 @@ lq_publish_slot(int slotno, LqSlotStaged *st, bool *recheck, bool *freed)
 			}
 			break;
 		case LQ_STAGED_FREE:
-			lq_slot_free(slot);
+			lq_shmem_slot_free(slot);
 			*freed = true;
 			break;
 	}
@@ -426,7 +426,7 @@ lq_publish_slot(int slotno, LqSlotStaged *st, bool *recheck, bool *freed)
 /*
  * lq_publish_slots publishes the staged outcome of every slot that has one
  * of batch (all: whatever batch), waking the backends (through
- * lq_wakes_hand_on); returns the slots to look at again.
+ * lq_shmem_wakes_hand_on); returns the slots to look at again.
  */
 static List *
 lq_publish_slots(List *slots, uint64 batch)
@@ -451,7 +451,7 @@ lq_publish_slots(List *slots, uint64 batch)
 		{
 			if (nwake == lengthof(wake))
 			{
-				lq_wakes_hand_on(wake, nwake);
+				lq_shmem_wakes_hand_on(wake, nwake);
 				nwake = 0;
 			}
 			wake[nwake++] = procno;
@@ -466,7 +466,7 @@ lq_publish_slots(List *slots, uint64 batch)
 			MemoryContextSwitchTo(old);
 		}
 	}
-	lq_wakes_hand_on(wake, nwake);
+	lq_shmem_wakes_hand_on(wake, nwake);
 	return recheck;
 }
 
@@ -483,7 +483,7 @@ lq_outbox_publish(void)
 	List	   *recheck;
 
 	foreach(lc, lq_tokens_touched)
-		lq_grants_publish(*(int64 *) lfirst(lc));
+		lq_session_publish(*(int64 *) lfirst(lc));
 	foreach(lc, lq_lease_ops)
 	{
 		LqLeaseOp  *op = lfirst(lc);
@@ -495,7 +495,7 @@ lq_outbox_publish(void)
 			lq_leases_drop(op->lock_id, op->token);
 	}
 	foreach(lc, lq_locks_dropped)
-		lq_fast_forget(lfirst(lc));
+		lq_fastpath_forget(lfirst(lc));
 	recheck = lq_publish_slots(lq_slots_touched, lq_batch);
 	lq_shared->sealed_batch = 0;
 	lq_outbox_forget();
@@ -520,7 +520,7 @@ lq_outbox_discard(void)
 
 	foreach(lc, lq_slots_touched)
 		memset(&lq_slots[lfirst_int(lc)].staged, 0, sizeof(LqSlotStaged));
-	lq_grants_resolve(0);
+	lq_session_resolve(0);
 	lq_shared->sealed_batch = 0;
 	lq_outbox_forget();
 	return NIL;
@@ -557,7 +557,7 @@ lq_outbox_resolve(void)
 		else
 			memset(st, 0, sizeof(LqSlotStaged));
 	}
-	lq_grants_resolve(committed ? sealed : 0);
+	lq_session_resolve(committed ? sealed : 0);
 	recheck = lq_publish_slots(all, sealed);
 	list_free(all);
 	list_free(recheck);			/* the load looks at every slot anyway */

@@ -17,6 +17,7 @@
 #define LOCKQ_OUTBOX_H
 
 #include "lockq.h"
+#include "lockq_session.h"
 #include "nodes/pg_list.h"
 
 /* The batch: begin, then seal right before its commit, then publish. */
@@ -37,7 +38,7 @@ extern void lq_outbox_queued(int slotno, int64 ts);
 extern int	lq_outbox_quick_taken(int slotno);
 extern void lq_outbox_quick_done(int slotno);
 
-/* Session-bound grants (lockq_grants.c). */
+/* Session-bound grants (lockq_session.c). */
 extern void lq_outbox_grant_put(const LqSessionGrant *g);
 extern void lq_outbox_grant_ended(int64 token, int64 expires);
 extern void lq_outbox_grant_delete(int64 token);

@@ -14,7 +14,7 @@
  *
  * The checks run in the backend, before a request reaches the lock server:
  * the limits travel with the request (the lock server counts and enforces,
- * lockq_state.c); a lock id outside the role's namespaces is refused here.
+ * lockq_rules.c); a lock id outside the role's namespaces is refused here.
  *
  * Copyright (c) 2026, lockq developers
  * This file is part of lockq, released under the PostgreSQL License
@@ -50,9 +50,9 @@
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
-#include "lockq_grants.h"
 #include "lockq_guc.h"
 #include "lockq_policy.h"
+#include "lockq_session.h"
 
 PG_FUNCTION_INFO_V1(lockq_policy_changed);
 PG_FUNCTION_INFO_V1(lockq_role_limits);
@@ -253,7 +253,7 @@ lq_policy_limits(Oid role, LqRequest *req)
 		req->max_session_locks = l->max_session_locks;
 	else
 		req->max_session_locks = lockq_max_session_locks_per_role >= 0 ?
-			lockq_max_session_locks_per_role : lq_grants_max() / 4;
+			lockq_max_session_locks_per_role : lq_session_max() / 4;
 }
 
 /*

@@ -3,7 +3,7 @@
  * lockq_shmem.c
  *		Shared memory: the per-backend request slots, the arrival ring that
  *		fixes the order in which the worker sees requests, and counters.
- *		(The session-bound grants have their own table: lockq_grants.c.)
+ *		(The session-bound grants have their own table: lockq_session.c.)
  *
  * Every backend has exactly one slot (index BackendId - 1), so at most one
  * request per backend is ever in flight.  A backend fills its slot, then
@@ -37,8 +37,8 @@
 #include "utils/timestamp.h"
 
 #include "lockq_fault.h"
-#include "lockq_grants.h"
 #include "lockq_leases.h"
+#include "lockq_session.h"
 #include "lockq_shmem.h"
 
 LqShared   *lq_shared = NULL;
@@ -98,10 +98,10 @@ lq_shmem_request(void)
 	RequestAddinShmemSpace(add_size(add_size(add_size(lq_shared_size(),
 													  lq_slots_size()),
 											 lq_hints_size()),
-									add_size(add_size(lq_grants_shmem_size(),
+									add_size(add_size(lq_session_shmem_size(),
 													  lq_leases_shmem_size()),
 											 lq_fault_shmem_size())));
-	lq_grants_shmem_request();
+	lq_session_shmem_request();
 	lq_leases_shmem_request();
 }
 
@@ -128,7 +128,7 @@ lq_shmem_startup(void)
 							   &found_slots);
 	lq_hints = ShmemInitStruct("lockq held hints", lq_hints_size(),
 							   &found_hints);
-	lq_grants_shmem_startup();
+	lq_session_shmem_startup();
 	lq_leases_shmem_startup();
 	lq_fault_shmem_startup();
 
@@ -209,14 +209,14 @@ lq_shmem_init_hooks(void)
 static uint64 lq_ring_drained = 0;
 
 /*
- * lq_ring_push appends an entry to the arrival ring and stamps its slot
+ * lq_shmem_ring_push appends an entry to the arrival ring and stamps its slot
  * with an arrival number, both under LqShared->mutex so that the ring order
  * and the arrival numbers agree (the numbers order the slots when the
  * worker has to scan them all).  The caller must already have made the
  * slot say what the worker is to do, and wakes the worker afterwards.
  */
 void
-lq_ring_push(LqEntry entry)
+lq_shmem_ring_push(LqEntry entry)
 {
 	LqShared   *sh = lq_shared;
 
@@ -233,11 +233,11 @@ lq_ring_push(LqEntry entry)
 }
 
 /*
- * lq_ring_drain moves up to max entries out of the ring into out[], oldest
- * first, and reports (and clears) an overflow.  Worker only.
+ * lq_shmem_ring_drain moves up to max entries out of the ring into out[],
+ * oldest first, and reports (and clears) an overflow.  Worker only.
  */
 int
-lq_ring_drain(LqEntry *out, int max, bool *overflow)
+lq_shmem_ring_drain(LqEntry *out, int max, bool *overflow)
 {
 	LqShared   *sh = lq_shared;
 	int			n = 0;
@@ -257,15 +257,15 @@ lq_ring_drain(LqEntry *out, int max, bool *overflow)
 }
 
 /*
- * lq_ring_adopt takes over the ring's drained position when a lock server
- * starts: what its predecessor drained but did not publish is still in the
- * slots, and the state's rebuild applies it before its first publish, which
- * then settles everything up to here (lq_ring_settled).  Starting from 0
- * instead, the views waited for the ring to move (a second) until the next
- * request came.  Worker only.
+ * lq_shmem_ring_adopt takes over the ring's drained position when a lock
+ * server starts: what its predecessor drained but did not publish is still in
+ * the slots, and the state's rebuild applies it before its first publish,
+ * which then settles everything up to here (lq_shmem_ring_settled).  Starting
+ * from 0 instead, the views waited for the ring to move (a second) until the
+ * next request came.  Worker only.
  */
 void
-lq_ring_adopt(void)
+lq_shmem_ring_adopt(void)
 {
 	SpinLockAcquire(&lq_shared->mutex);
 	lq_ring_drained = lq_shared->ring_head;
@@ -273,15 +273,16 @@ lq_ring_adopt(void)
 }
 
 /*
- * lq_ring_settled says that every arrival drained so far has been handled
- * and its batch published (the lock server calls it after each publish),
- * and wakes the views waiting for that (lq_settle_arrivals).  Worker only.
+ * lq_shmem_ring_settled says that every arrival drained so far has been
+ * handled and its batch published (the lock server calls it after each
+ * publish), and wakes the views waiting for that (lq_shmem_settle_arrivals).
+ * Worker only.
  */
 void
-lq_ring_settled(void)
+lq_shmem_ring_settled(void)
 {
 	/* (it never goes back: a new lock server starts where its predecessor
-	 * drained to, lq_ring_adopt) */
+	 * drained to, lq_shmem_ring_adopt) */
 	if (pg_atomic_read_u64(&lq_shared->ring_settled) >= lq_ring_drained)
 		return;
 	pg_atomic_write_u64(&lq_shared->ring_settled, lq_ring_drained);
@@ -289,7 +290,7 @@ lq_ring_settled(void)
 }
 
 /*
- * lq_settle_arrivals waits until every arrival in the ring when it was
+ * lq_shmem_settle_arrivals waits until every arrival in the ring when it was
  * called has been read and published by the lock server, waking it first:
  * a lazy arrival (lq_submit) may otherwise wait unread until the grant it
  * waits for ends, and a view must show it queued at once.  Bounded by
@@ -297,7 +298,7 @@ lq_ring_settled(void)
  * then the view shows what is published.  Interruptible.
  */
 void
-lq_settle_arrivals(void)
+lq_shmem_settle_arrivals(void)
 {
 	uint64		target;
 	bool		running;
@@ -310,7 +311,7 @@ lq_settle_arrivals(void)
 	if (!running || pg_atomic_read_u64(&lq_shared->ring_settled) >= target)
 		return;
 
-	lq_wake_worker();
+	lq_shmem_wake_worker();
 	end = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), LQ_SETTLE_WAIT_MS);
 	ConditionVariablePrepareToSleep(&lq_shared->settled_cv);
 	while (pg_atomic_read_u64(&lq_shared->ring_settled) < target)
@@ -344,11 +345,11 @@ lq_ring_pending(void)
 }
 
 /*
- * lq_wake_worker sets the lock server's latch, if it is running.  A stale
- * procno only causes a spurious wake-up of whoever has that PGPROC now.
+ * lq_shmem_wake_worker sets the lock server's latch, if it is running.  A
+ * stale procno only causes a spurious wake-up of whoever has that PGPROC now.
  */
 void
-lq_wake_worker(void)
+lq_shmem_wake_worker(void)
 {
 	int			procno;
 
@@ -361,18 +362,18 @@ lq_wake_worker(void)
 }
 
 /*
- * lq_wakes_hand_on wakes the backends a batch answered (procnos, n of
+ * lq_shmem_wakes_hand_on wakes the backends a batch answered (procnos, n of
  * them) with one signal of the lock server's own: the first is woken here,
  * the others are left in lq_shared->wake for the backends woken to pass on
- * (lq_wakes_pass, two each), so that waking n backends costs the lock
+ * (lq_shmem_wakes_pass, two each), so that waking n backends costs the lock
  * server, whose time bounds every grant, one kill() instead of n (a third
  * of its time went there).  What the backends have not taken by the next
  * batch the lock server wakes itself then, and before it sleeps or waits
- * for a flush or for standbys (lq_wakes_hand_on(NULL, 0)): no wake-up
+ * for a flush or for standbys (lq_shmem_wakes_hand_on(NULL, 0)): no wake-up
  * waits longer than a batch's work.  Lock server only.
  */
 void
-lq_wakes_hand_on(const int *procnos, int n)
+lq_shmem_wakes_hand_on(const int *procnos, int n)
 {
 	int			left[LQ_WAKE_MAX];
 	int			nleft;
@@ -402,13 +403,13 @@ lq_wakes_hand_on(const int *procnos, int n)
 }
 
 /*
- * lq_wakes_pass wakes up to n of the backends lq_wakes_hand_on left to be
- * woken.  Nothing between taking them and setting their latches can fail
- * or be interrupted, so none is lost.  A stale procno only causes a
+ * lq_shmem_wakes_pass wakes up to n of the backends lq_shmem_wakes_hand_on
+ * left to be woken.  Nothing between taking them and setting their latches can
+ * fail or be interrupted, so none is lost.  A stale procno only causes a
  * spurious wake-up.
  */
 void
-lq_wakes_pass(int n)
+lq_shmem_wakes_pass(int n)
 {
 	int			take[LQ_WAKE_MAX];
 	int			k;
@@ -426,14 +427,17 @@ lq_wakes_pass(int n)
 		SetLatch(&ProcGlobal->allProcs[take[i]].procLatch);
 }
 
-/* Lock server only: a held hint was dropped since lq_hint_lazy_stranded. */
+/*
+ * Lock server only: a held hint was dropped since
+ * lq_shmem_hint_lazy_stranded.
+ */
 static bool lq_hints_dropped = false;
 
 /*
  * Held-lock hints.  A lockq_get for a lock that somebody else holds cannot
  * be granted before that grant ends, and every end of a grant is decided
  * by the lock server, which applies the arrival ring in order first: such
- * an arrival need not wake the lock server (lockq_api.c, lq_submit), which
+ * an arrival need not wake the lock server (lockq_call.c, lq_submit), which
  * then takes it with the next release, usually in the same wake-up.  The
  * hints say which locks are held, by whom.
  *
@@ -447,12 +451,12 @@ static bool lq_hints_dropped = false;
  *
  * The lock server is an entry's only writer, so a sequence count is all
  * the synchronisation it needs (lq_hint_write), and backends read without
- * a lock or a store of their own (lq_hint_held_by_other); a read that
+ * a lock or a store of their own (lq_shmem_hint_held_by_other); a read that
  * overlaps a write is not believed and means "not held".  Hints remain
  * hints: a wrong "not held" costs a wake-up; a wrong "held" (the grant
  * ended after the read) is caught by the arrival reading its hint again
  * after its push (lq_submit) and by the lock server looking at the ring
- * again after it dropped a hint (lq_hint_lazy_stranded).
+ * again after it dropped a hint (lq_shmem_hint_lazy_stranded).
  */
 
 /*
@@ -482,7 +486,7 @@ lq_hint_owner_hash(const char *owner)
 /*
  * lq_hint_is: is the entry about lock_id (len bytes)?  Exact.  Reliable in
  * the lock server, the entry's writer; a backend must read the entry's
- * count around it (lq_hint_held_by_other).
+ * count around it (lq_shmem_hint_held_by_other).
  */
 static inline bool
 lq_hint_is(const LqHeldHint *h, const char *lock_id, size_t len)
@@ -501,11 +505,12 @@ lq_hint_is(const LqHeldHint *h, const char *lock_id, size_t len)
  * The count is made odd before anything else changes and even again after
  * everything has: the first write barrier keeps the odd count ahead of the
  * entry's new contents, the second keeps the contents ahead of the even
- * count.  A reader (lq_hint_held_by_other) reads the count, then the
+ * count.  A reader (lq_shmem_hint_held_by_other) reads the count, then the
  * contents, then the count again, with read barriers in between; if it saw
  * any of this write's contents, it sees the count changed.  The odd count
- * is also this write's first store, which is what lq_hint_lazy_stranded's
- * barrier orders before the lock server's look at the ring.
+ * is also this write's first store, which is what
+ * lq_shmem_hint_lazy_stranded's barrier orders before the lock server's look
+ * at the ring.
  */
 static void
 lq_hint_write(LqHeldHint *h, const char *lock_id, size_t len,
@@ -525,14 +530,14 @@ lq_hint_write(LqHeldHint *h, const char *lock_id, size_t len,
 }
 
 /*
- * lq_hint_held records that owner now holds lock_id.  An entry about
+ * lq_shmem_hint_held records that owner now holds lock_id.  An entry about
  * another lock id is taken over (that id's arrivals are no longer lazy,
  * and one that read its old hint must not be stranded: see
- * lq_hint_lazy_stranded).  Nothing is recorded for an id too long for a
+ * lq_shmem_hint_lazy_stranded).  Nothing is recorded for an id too long for a
  * hint.  Lock server only.
  */
 void
-lq_hint_held(const char *lock_id, const char *owner)
+lq_shmem_hint_held(const char *lock_id, const char *owner)
 {
 	size_t		len;
 	LqHeldHint *h = lq_hint_entry(lock_id, &len);
@@ -552,11 +557,11 @@ lq_hint_held(const char *lock_id, const char *owner)
 }
 
 /*
- * lq_hint_free records that nobody holds lock_id any more, unless the entry
- * was taken over by another lock id since.  Lock server only.
+ * lq_shmem_hint_free records that nobody holds lock_id any more, unless the
+ * entry was taken over by another lock id since.  Lock server only.
  */
 void
-lq_hint_free(const char *lock_id)
+lq_shmem_hint_free(const char *lock_id)
 {
 	size_t		len;
 	LqHeldHint *h = lq_hint_entry(lock_id, &len);
@@ -568,11 +573,11 @@ lq_hint_free(const char *lock_id)
 }
 
 /*
- * lq_hint_reset forgets every hint: when the lock server (re)builds its
+ * lq_shmem_hint_reset forgets every hint: when the lock server (re)builds its
  * state.  Lock server only.
  */
 void
-lq_hint_reset(void)
+lq_shmem_hint_reset(void)
 {
 	int			i;
 
@@ -586,7 +591,7 @@ lq_hint_reset(void)
 }
 
 /*
- * lq_hint_lazy_stranded: may a lazy arrival sit in the ring unseen, with
+ * lq_shmem_hint_lazy_stranded: may a lazy arrival sit in the ring unseen, with
  * nothing to wake the lock server for it?  That is so only if a hint that
  * said "held" was dropped since the last call (a grant ended with nobody to
  * take it, or another lock id took the entry) and the ring is not empty: an
@@ -596,7 +601,7 @@ lq_hint_reset(void)
  * ring before it decides anything.  Lock server only, before it sleeps.
  */
 bool
-lq_hint_lazy_stranded(void)
+lq_shmem_hint_lazy_stranded(void)
 {
 	if (!lq_hints_dropped)
 		return false;
@@ -619,7 +624,7 @@ lq_hint_lazy_stranded(void)
 #define LQ_HINT_READ_TRIES	3
 
 /*
- * lq_hint_held_by_other: does lock_id seem to be held by an owner other
+ * lq_shmem_hint_held_by_other: does lock_id seem to be held by an owner other
  * than owner?  False when unsure (no entry for this lock id, an id too
  * long for a hint, or an entry the lock server kept changing while we
  * read it), and when owner seems to hold it (a re-entrant lockq_get is
@@ -628,7 +633,7 @@ lq_hint_lazy_stranded(void)
  * (see lq_hint_write for the ordering).
  */
 bool
-lq_hint_held_by_other(const char *lock_id, const char *owner)
+lq_shmem_hint_held_by_other(const char *lock_id, const char *owner)
 {
 	size_t		len;
 	LqHeldHint *h = lq_hint_entry(lock_id, &len);
@@ -656,22 +661,22 @@ lq_hint_held_by_other(const char *lock_id, const char *owner)
 }
 
 void
-lq_stat_add(LqStat stat, uint64 n)
+lq_shmem_stat_add(LqStat stat, uint64 n)
 {
 	if (lq_shared != NULL && n > 0)
 		pg_atomic_fetch_add_u64(&lq_shared->stats[stat], n);
 }
 
 /*
- * lq_server_started tells a backend whether the lock server's first start
- * in this shared-memory lifetime has committed.  Before that, after a
+ * lq_shmem_server_started tells a backend whether the lock server's first
+ * start in this shared-memory lifetime has committed.  Before that, after a
  * crash, lockq's tables still hold what the crash left: grants whose end
- * was shown before it but lost in it, which lq_store_settle ends in that
+ * was shown before it but lost in it, which lq_tables_settle ends in that
  * same transaction.  The lock server sets the flag after its commit, so a
  * snapshot taken after reading true sees the settled tables.
  */
 bool
-lq_server_started(void)
+lq_shmem_server_started(void)
 {
 	bool		started = lq_shared->started;
 
@@ -680,16 +685,16 @@ lq_server_started(void)
 }
 
 /*
- * lq_token_take issues a fencing token for a grant that a backend makes by
- * itself (lockq_fastpath.c): one above the last, if that is within the
+ * lq_shmem_token_take issues a fencing token for a grant that a backend makes
+ * by itself (lockq_fastpath.c): one above the last, if that is within the
  * durable ceiling, else 0 (the lock server raises the ceiling when it
  * issues its next token).  The lock server takes its tokens from the same
- * counter (lq_ledger_next_token), so they stay strictly increasing over
+ * counter (lq_durability_next_token), so they stay strictly increasing over
  * all grants.  The ceiling is published only once durable; a stale read
  * of it only makes this give up sooner.
  */
 int64
-lq_token_take(void)
+lq_shmem_token_take(void)
 {
 	uint64		old = pg_atomic_read_u64(&lq_shared->token_high);
 
@@ -706,13 +711,13 @@ lq_token_take(void)
 }
 
 /*
- * lq_stat_queue_length raises the high-water mark of queue lengths
+ * lq_shmem_stat_queue_length raises the high-water mark of queue lengths
  * (lockq_stats.max_queue_length) to n if it is below.  A compare-and-swap,
  * so that a concurrent lockq_stats_reset is never undone by a stale value
  * from before it, nor a higher mark by a lower one.
  */
 void
-lq_stat_queue_length(uint64 n)
+lq_shmem_stat_queue_length(uint64 n)
 {
 	uint64		cur = pg_atomic_read_u64(&lq_shared->queue_max);
 
@@ -722,14 +727,14 @@ lq_stat_queue_length(uint64 n)
 }
 
 /*
- * lq_stats_reset sets the counters of lockq_stats to zero and stats_reset
- * to now (lockq_stats_reset).  The high-water mark of queue lengths starts
- * again from the longest queue as last published; the lock server raises
- * it again after its next batch should a queue have grown meanwhile.  The
- * gauges are not touched.
+ * lq_shmem_stats_reset sets the counters of lockq_stats to zero and
+ * stats_reset to now (lockq_stats_reset).  The high-water mark of queue
+ * lengths starts again from the longest queue as last published; the lock
+ * server raises it again after its next batch should a queue have grown
+ * meanwhile.  The gauges are not touched.
  */
 void
-lq_stats_reset(void)
+lq_shmem_stats_reset(void)
 {
 	int			i;
 
@@ -741,11 +746,11 @@ lq_stats_reset(void)
 }
 
 /*
- * lq_slot_drop_quick removes the n oldest quick releases of a slot (fewer
- * if it has fewer).  The caller holds the slot's mutex.
+ * lq_shmem_slot_drop_quick removes the n oldest quick releases of a slot
+ * (fewer if it has fewer).  The caller holds the slot's mutex.
  */
 void
-lq_slot_drop_quick(LqSlot *slot, int n)
+lq_shmem_slot_drop_quick(LqSlot *slot, int n)
 {
 	n = Min(n, slot->nquick);
 	if (n <= 0)
@@ -758,12 +763,12 @@ lq_slot_drop_quick(LqSlot *slot, int n)
 }
 
 /*
- * lq_slot_free makes a slot whose session has ended FREE for the next
+ * lq_shmem_slot_free makes a slot whose session has ended FREE for the next
  * backend with its BackendId: nothing of the old session stays in it.  The
  * caller holds the slot's mutex and wakes whoever waits on slot->freed.
  */
 void
-lq_slot_free(LqSlot *slot)
+lq_shmem_slot_free(LqSlot *slot)
 {
 	slot->state = LQ_SLOT_FREE;
 	slot->cancel_requested = false;
@@ -775,19 +780,34 @@ lq_slot_free(LqSlot *slot)
 }
 
 /*
- * lq_result_error fills res with an error answer: sqlerrcode, the message
- * and the hint (NULL: none), each cut to fit on a character boundary, so
- * that a long message with multibyte characters (an owner name, a lock id)
- * stays valid in the database encoding and converts to the client's.
+ * lq_shmem_result_error fills res with an error answer: error (see
+ * LqError), and the number its message names (arg, 0 if none).  The
+ * backend makes the message (lq_call_raise_if_error).
  */
 void
-lq_result_error(LqResult *res, int sqlerrcode, const char *message,
-				const char *hint)
+lq_shmem_result_error(LqResult *res, LqError error, int64 arg)
+{
+	memset(res, 0, sizeof(LqResult));
+	res->status = LQ_ST_ERROR;
+	res->error = error;
+	res->arg = arg;
+}
+
+/*
+ * lq_shmem_result_failed fills res with an error answer that passes on an
+ * error the lock server got itself (LQ_ERR_LOAD_FAILED, LQ_ERR_FAILED):
+ * its sqlerrcode, message and hint (NULL: none), each cut to fit on a
+ * character boundary, so that a long message with multibyte characters (an
+ * owner name, a lock id) stays valid in the database encoding and converts
+ * to the client's.
+ */
+void
+lq_shmem_result_failed(LqResult *res, LqError error, int sqlerrcode,
+					   const char *message, const char *hint)
 {
 	int			len;
 
-	memset(res, 0, sizeof(LqResult));
-	res->status = LQ_ST_ERROR;
+	lq_shmem_result_error(res, error, 0);
 	res->sqlerrcode = sqlerrcode;
 	len = pg_mbcliplen(message, strlen(message), sizeof(res->message) - 1);
 	memcpy(res->message, message, len);
@@ -801,12 +821,12 @@ lq_result_error(LqResult *res, int sqlerrcode, const char *message,
 }
 
 /*
- * lq_slot_fencers lists the pids of the backends whose transaction may be
- * fenced on the session-bound grant token (lockq_holds): those that list it
+ * lq_shmem_slot_fencers lists the pids of the backends whose transaction may
+ * be fenced on the session-bound grant token (lockq_holds): those that list it
  * in their slot, and those with more fences than a slot lists.
  */
 List *
-lq_slot_fencers(int64 token)
+lq_shmem_slot_fencers(int64 token)
 {
 	List	   *pids = NIL;
 	int			i;

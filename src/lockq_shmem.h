@@ -2,8 +2,8 @@
  *
  * lockq_shmem.h
  *		What backends and the lock server share (lockq_shmem.c): request
- *		slots, the arrival ring, counters, the clock's and the ledger's
- *		shared fields.
+ *		slots, the arrival ring, counters, and the shared fields of the
+ *		clock (lockq_clock.c) and of lockq_durability.c.
  *
  * Copyright (c) 2026, lockq developers
  * This file is part of lockq, released under the PostgreSQL License
@@ -109,9 +109,40 @@ typedef struct LqSlotStaged
 	int			quick_done;		/* quick releases applied */
 } LqSlotStaged;
 
+/*
+ * A backend's request slot (one per BackendId; see LqSlotState).
+ *
+ * Locking:
+ *	- mutex protects the fields from state to fence_tokens: the backend and
+ *	  the lock server read and write them only while holding it, except
+ *	  - arrival, which the backend writes under LqShared->mutex instead, in
+ *		the critical section that puts the slot's entry into the arrival
+ *		ring (lq_shmem_ring_push), so that arrival numbers and ring order
+ *		agree; the lock server reads it without a lock, only to sort the
+ *		slots it scans (lq_slots_in_flight);
+ *	  - submitted, which only the backend writes, when it submits a request
+ *		(lq_submit), and then leaves alone until the slot is IDLE again:
+ *		the lock server reads it without a lock while it works on that
+ *		request.
+ *	- freed is a condition variable, with its own locking.
+ *	- staged belongs to the lock server alone, which reads and writes it
+ *	  without a lock (lockq_outbox.c); backends never touch it.
+ *
+ * Who writes what, under mutex: the backend claims a FREE slot (state,
+ * pgprocno, pid, session_start), submits a request (req, reqid, submitted,
+ * state PENDING), gives up on it (cancel_requested), ends its session
+ * (session_ended), takes an answer (state IDLE), queues quick releases
+ * (nquick, quick_tokens, quick_ids) and lists the session-bound grants its
+ * transaction is fenced on (nfences, fences_overflow, fence_tokens; it
+ * empties the list when the transaction ends).  The lock server takes a
+ * request (state ACTIVE), and when a batch is published records a waiter's
+ * place (queued_ts), answers (res, state DONE), confirms a cancel (state
+ * IDLE), drops the quick releases it applied (lq_shmem_slot_drop_quick)
+ * and frees the slot of a session that ended (lq_shmem_slot_free).
+ */
 typedef struct LqSlot
 {
-	slock_t		mutex;			/* protects every field below */
+	slock_t		mutex;
 	LqSlotState state;
 	bool		cancel_requested;	/* backend gave up on the request */
 	bool		session_ended;	/* backend has exited */
@@ -122,18 +153,18 @@ typedef struct LqSlot
 	uint64		arrival;		/* global submission order */
 	int64		submitted;		/* lockq time the request was submitted */
 	int64		queued_ts;		/* lockq_get waiting: its queue position
-								 * (lockq time), else 0; set by the worker */
+								 * (lockq time), else 0 */
 	LqRequest	req;
 	LqResult	res;
 	int			nquick;			/* quick releases the worker has not done */
 	int64		quick_tokens[LQ_MAX_QUICK_RELEASES];	/* oldest first */
 	char		quick_ids[LQ_MAX_QUICK_RELEASES][LQ_MAX_ID_LEN + 1];	/* their locks */
 	int			nfences;		/* session-bound grants fenced by the
-								 * backend's transaction (written by it) */
+								 * backend's transaction */
 	bool		fences_overflow;
 	int64		fence_tokens[LQ_MAX_SLOT_FENCES];
 	ConditionVariable freed;	/* broadcast when the slot becomes FREE */
-	LqSlotStaged staged;		/* lock server only, no lock needed */
+	LqSlotStaged staged;
 } LqSlot;
 
 /* Counters shown by lockq_stats. */
@@ -163,7 +194,7 @@ typedef enum LqStat
 } LqStat;
 
 /*
- * The held hints (lq_hint_*, lockq_shmem.c): LQ_HELD_HINTS entries in
+ * The held hints (lq_shmem_hint_*): LQ_HELD_HINTS entries in
  * shared memory of their own, each for the lock ids whose hash falls on
  * it.  An entry names the one lock id it is about exactly, up to
  * LQ_HINT_ID_LEN bytes (a longer id never has a hint, so its lockq_get is
@@ -175,9 +206,6 @@ typedef enum LqStat
  * first 64 bytes, so a short id's lookup touches one cache line; 512 kB in
  * all.
  */
-/* The most wake-ups the lock server leaves for backends to pass on. */
-#define LQ_WAKE_MAX		64
-
 #define LQ_HELD_HINTS	4096
 #define LQ_HINT_ID_LEN	119
 
@@ -189,9 +217,44 @@ typedef struct LqHeldHint
 	char		id[LQ_HINT_ID_LEN]; /* the lock id, not terminated */
 } LqHeldHint;
 
+/* The most wake-ups the lock server leaves for backends to pass on. */
+#define LQ_WAKE_MAX		64
+
+/*
+ * What the backends and the lock server share besides the slots.
+ *
+ * Locking:
+ *	- mutex protects the arrival ring (ring_overflow, next_arrival,
+ *	  ring_head, ring_tail, ring[]) and the lock server's identity
+ *	  (worker_pid, worker_procno), read and written.  Backends may also read
+ *	  worker_pid without it, to tell whether a lock server runs and to name
+ *	  or signal it: a stale value is harmless there.
+ *	- wake_mutex protects wake_n and wake[]; wake_n may be peeked at
+ *	  without it (lq_shmem_wakes_pass, lq_shmem_wakes_hand_on), where a
+ *	  stale value only delays or repeats a wake-up.
+ *	- ring_size and nslots are set when shared memory is created and never
+ *	  change: read them without a lock.
+ *	- The pg_atomic_* fields need no lock.  The lock server writes them,
+ *	  and backends only read them, except: token_high, which backends'
+ *	  fast-path grants advance too (lq_shmem_token_take, a compare-and-swap);
+ *	  clock_last, which every process that hands out a clock value moves;
+ *	  fence_gen and dropping_pid, which backends write; and stats[],
+ *	  queue_max and stats_reset, which backends change too
+ *	  (lq_shmem_stat_add, lockq_stats_reset).
+ *	- The other plain fields (token_ceiling, grants_extoid, clock_offset,
+ *	  started, start_*, batch_seq, sealed_batch, sealed_xid) are the lock
+ *	  server's: it reads and writes them without a lock.  Backends read
+ *	  three of them, without a lock: token_ceiling in lq_shmem_token_take
+ *	  (a stale value only makes it give up sooner); clock_offset in
+ *	  lq_clock_peek and lq_clock_next, only after they saw clock_ready set,
+ *	  which the lock server sets after the offset, with barriers between;
+ *	  and started, which the lock server sets after its first commit, in
+ *	  lq_shmem_server_started, with barriers likewise.
+ *	- settled_cv is a condition variable, with its own locking.
+ */
 typedef struct LqShared
 {
-	slock_t		mutex;			/* protects worker fields and the ring */
+	slock_t		mutex;
 	int			worker_pid;
 	int			worker_procno;
 	bool		ring_overflow;	/* ring was full: worker must scan slots */
@@ -202,14 +265,14 @@ typedef struct LqShared
 	int			nslots;
 
 	/*
-	 * Durable promises, kept by the lock server (see lockq_ledger.c): the
+	 * Durable promises, kept by the lock server (see lockq_durability.c): the
 	 * last token issued, and the durable ceiling below which tokens may be
 	 * issued without a flush.
 	 */
 	pg_atomic_uint64 token_high;
 	int64		token_ceiling;
 	Oid			grants_extoid;	/* the installation the session-bound
-								 * grants (lockq_grants.c) belong to */
+								 * grants (lockq_session.c) belong to */
 
 	/* Gauges the worker publishes after every batch. */
 	pg_atomic_uint64 holders;
@@ -230,12 +293,12 @@ typedef struct LqShared
 	pg_atomic_uint64 clock_last;	/* last value handed out */
 	pg_atomic_uint64 clock_ceiling; /* durable upper bound for handed out
 									 * values */
-	int64		clock_offset;	/* lockq time = CLOCK_MONOTONIC + offset */
+	int64		clock_offset;	/* lockq time = CLOCK_BOOTTIME + offset */
 	pg_atomic_uint32 clock_ready;	/* offset is valid */
 
 	/*
 	 * Backends the lock server answered and left for the backends it woke
-	 * to wake (lq_wakes_hand_on): procnos, protected by wake_mutex.
+	 * to wake (lq_shmem_wakes_hand_on): procnos.
 	 */
 	slock_t		wake_mutex;
 	int			wake_n;
@@ -243,10 +306,10 @@ typedef struct LqShared
 
 	/*
 	 * The lock server's start in this shared-memory lifetime (see
-	 * lq_ledger_start): whether the first one has committed (backends read
-	 * it with lq_server_started: until then the tables may still hold what
-	 * a crash left unsettled), and what the first attempt decided about the
-	 * clock, kept for a retry.
+	 * lq_durability_start): whether the first one has committed (backends read
+	 * it with lq_shmem_server_started: until then the tables may still hold
+	 * what a crash left unsettled), and what the first attempt decided about
+	 * the clock, kept for a retry.
 	 */
 	bool		started;
 	bool		start_planned;
@@ -276,9 +339,9 @@ typedef struct LqShared
 
 	/*
 	 * The ring position up to which every arrival has been read and the
-	 * batch that read it published (lq_ring_settled), and the condition
+	 * batch that read it published (lq_shmem_ring_settled), and the condition
 	 * variable broadcast when it moves: views wait on it for lazy arrivals
-	 * (lq_settle_arrivals).
+	 * (lq_shmem_settle_arrivals).
 	 */
 	pg_atomic_uint64 ring_settled;
 	ConditionVariable settled_cv;
@@ -287,7 +350,7 @@ typedef struct LqShared
 } LqShared;
 
 /*
- * The longest a lockq_get that arrived lazily (lq_hint_held_by_other)
+ * The longest a lockq_get that arrived lazily (lq_shmem_hint_held_by_other)
  * leaves its request unread before it wakes the lock server itself, in
  * milliseconds: a safety net only, the end of the grant it waits for wakes
  * the lock server first (lq_submit).  One with a wait limit wakes it when
@@ -307,29 +370,31 @@ typedef struct LqShared
 extern LqShared *lq_shared;
 extern LqSlot *lq_slots;
 extern void lq_shmem_init_hooks(void);
-extern void lq_ring_push(LqEntry entry);
-extern int	lq_ring_drain(LqEntry *out, int max, bool *overflow);
-extern void lq_wake_worker(void);
-extern void lq_wakes_hand_on(const int *procnos, int n);
-extern void lq_wakes_pass(int n);
-extern void lq_hint_held(const char *lock_id, const char *owner);
-extern void lq_hint_free(const char *lock_id);
-extern void lq_hint_reset(void);
-extern bool lq_hint_lazy_stranded(void);
-extern void lq_ring_settled(void);
-extern void lq_ring_adopt(void);
-extern void lq_settle_arrivals(void);
-extern bool lq_hint_held_by_other(const char *lock_id, const char *owner);
-extern void lq_stat_add(LqStat stat, uint64 n);
-extern bool lq_server_started(void);
-extern int64 lq_token_take(void);
-extern void lq_stat_queue_length(uint64 n);
-extern void lq_stats_reset(void);
-extern void lq_result_error(LqResult *res, int sqlerrcode, const char *message,
-							const char *hint);
-extern List *lq_slot_fencers(int64 token);
-extern void lq_slot_drop_quick(LqSlot *slot, int n);
-extern void lq_slot_free(LqSlot *slot);
+extern void lq_shmem_ring_push(LqEntry entry);
+extern int	lq_shmem_ring_drain(LqEntry *out, int max, bool *overflow);
+extern void lq_shmem_wake_worker(void);
+extern void lq_shmem_wakes_hand_on(const int *procnos, int n);
+extern void lq_shmem_wakes_pass(int n);
+extern void lq_shmem_hint_held(const char *lock_id, const char *owner);
+extern void lq_shmem_hint_free(const char *lock_id);
+extern void lq_shmem_hint_reset(void);
+extern bool lq_shmem_hint_lazy_stranded(void);
+extern void lq_shmem_ring_settled(void);
+extern void lq_shmem_ring_adopt(void);
+extern void lq_shmem_settle_arrivals(void);
+extern bool lq_shmem_hint_held_by_other(const char *lock_id, const char *owner);
+extern void lq_shmem_stat_add(LqStat stat, uint64 n);
+extern bool lq_shmem_server_started(void);
+extern int64 lq_shmem_token_take(void);
+extern void lq_shmem_stat_queue_length(uint64 n);
+extern void lq_shmem_stats_reset(void);
+extern void lq_shmem_result_error(LqResult *res, LqError error, int64 arg);
+extern void lq_shmem_result_failed(LqResult *res, LqError error,
+								   int sqlerrcode, const char *message,
+								   const char *hint);
+extern List *lq_shmem_slot_fencers(int64 token);
+extern void lq_shmem_slot_drop_quick(LqSlot *slot, int n);
+extern void lq_shmem_slot_free(LqSlot *slot);
 
 
 #endif							/* LOCKQ_SHMEM_H */

@@ -11,7 +11,7 @@
  * its ceilings here, outside the extension, whenever it raises them, and
  * at its start continues above the larger of the two.  (CREATE EXTENSION
  * copies the floors into the new sequences too, so that they replicate: see
- * lockq_api.c.)
+ * lockq_hooks.c.)
  *
  * The file also says how to continue the clock.  Within one boot of the
  * machine, lockq time is CLOCK_BOOTTIME plus an offset that the file
@@ -48,11 +48,11 @@
 #define LQ_STATEFILE_MAGIC	"lockq-state 1"
 
 /*
- * lq_boot_id copies the kernel's id of the current boot into buf
+ * lq_statefile_boot_id copies the kernel's id of the current boot into buf
  * (LQ_BOOT_ID_LEN bytes), or an empty string where there is none.
  */
 void
-lq_boot_id(char *buf)
+lq_statefile_boot_id(char *buf)
 {
 	FILE	   *f = AllocateFile("/proc/sys/kernel/random/boot_id", "r");
 

@@ -33,6 +33,6 @@ typedef struct LqStateFile
 
 extern bool lq_statefile_read(LqStateFile *sf);
 extern void lq_statefile_write(const LqStateFile *sf);
-extern void lq_boot_id(char *buf);
+extern void lq_statefile_boot_id(char *buf);
 
 #endif							/* LOCKQ_STATEFILE_H */

@@ -25,12 +25,12 @@
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
-#include "lockq_api.h"
+#include "lockq_call.h"
 #include "lockq_clock.h"
 #include "lockq_fastpath.h"
 #include "lockq_fault.h"
-#include "lockq_grants.h"
 #include "lockq_leases.h"
+#include "lockq_session.h"
 #include "lockq_shmem.h"
 
 PG_FUNCTION_INFO_V1(lockq_stats);
@@ -90,7 +90,7 @@ lockq_stats(PG_FUNCTION_ARGS)
 	int			pid;
 	int64		delay_max;
 
-	lq_check_available();
+	lq_call_check_available();
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
 	if (tupdesc->natts != LQ_STATS_NCOLS && tupdesc->natts != LQ_STATS_NCOLS_1_2 &&
@@ -98,13 +98,13 @@ lockq_stats(PG_FUNCTION_ARGS)
 		elog(ERROR, "lockq_stats: expected %d columns, got %d",
 			 (int) LQ_STATS_NCOLS, tupdesc->natts);
 
-	lq_settle_arrivals();		/* lazy arrivals are counted */
+	lq_shmem_settle_arrivals();		/* lazy arrivals are counted */
 	memset(nulls, 0, sizeof(nulls));
 	for (i = 0; i < n; i++)
 		values[i] = Int64GetDatum((int64) pg_atomic_read_u64(&lq_shared->stats[lq_stat_columns[i]]));
 	/* with the grants backends made by themselves (lockq_fastpath.c) */
 	values[n] = Int64GetDatum((int64) (pg_atomic_read_u64(&lq_shared->holders) +
-									   lq_fast_count()));
+									   lq_fastpath_count()));
 	values[n + 1] = Int64GetDatum((int64) pg_atomic_read_u64(&lq_shared->waiters));
 
 	SpinLockAcquire(&lq_shared->mutex);
@@ -118,7 +118,8 @@ lockq_stats(PG_FUNCTION_ARGS)
 	if (delay_max == 0)
 		nulls[n + 3] = true;
 	else
-		values[n + 3] = TimestampTzGetDatum(lq_us_to_timestamptz(delay_max));
+		values[n + 3] =
+			TimestampTzGetDatum(lq_clock_us_to_timestamptz(delay_max));
 	values[n + 4] = Int64GetDatum((int64) pg_atomic_read_u64(&lq_shared->delayed));
 	values[n + 5] = Int64GetDatum((int64) pg_atomic_read_u64(&lq_shared->state_bytes));
 	values[n + 6] = Float8GetDatum((double) pg_atomic_read_u64(&lq_shared->stats[LQ_STAT_WAIT_US]) / 1000.0);
@@ -141,8 +142,8 @@ PG_FUNCTION_INFO_V1(lockq_stats_reset);
 Datum
 lockq_stats_reset(PG_FUNCTION_ARGS)
 {
-	lq_check_available();
-	lq_stats_reset();
+	lq_call_check_available();
+	lq_shmem_stats_reset();
 	PG_RETURN_VOID();
 }
 
@@ -161,10 +162,10 @@ lockq_waiting_backends(PG_FUNCTION_ARGS)
 	int			i;
 
 	InitMaterializedSRF(fcinfo, 0);
-	if (!lq_is_available())
+	if (!lq_call_is_available())
 		return (Datum) 0;		/* nothing of ours in shared memory here */
 
-	lq_settle_arrivals();		/* lazy arrivals are shown queued */
+	lq_shmem_settle_arrivals();		/* lazy arrivals are shown queued */
 	for (i = 0; i < lq_shared->nslots; i++)
 	{
 		LqSlot	   *slot = &lq_slots[i];
@@ -203,7 +204,7 @@ PG_FUNCTION_INFO_V1(lockq_session_grants);
 
 /*
  * lockq_session_grants lists the session-bound grants from shared memory
- * (lockq_grants.c: they end with their session and are not written to
+ * (lockq_session.c: they end with their session and are not written to
  * lockq.owners).  lockq_locks merges them with the table's grants.
  */
 Datum
@@ -216,11 +217,11 @@ lockq_session_grants(PG_FUNCTION_ARGS)
 	int64		now;
 
 	InitMaterializedSRF(fcinfo, 0);
-	if (!lq_is_available())
+	if (!lq_call_is_available())
 		return (Datum) 0;		/* nothing of ours in shared memory here */
 
 	now = lq_clock_peek();
-	grants = lq_grants_copy(&n);
+	grants = lq_session_copy(&n);
 	for (i = 0; i < n; i++)
 	{
 		LqSessionGrant *g = &grants[i];
@@ -234,7 +235,7 @@ lockq_session_grants(PG_FUNCTION_ARGS)
 		if (g->expires <= now)
 			continue;			/* run out (one made on the fast path stays
 								 * until someone asks for its lock) */
-		lq_format_session_owner(owner, sizeof(owner), g->pid,
+		lq_session_format_owner(owner, sizeof(owner), g->pid,
 								g->session_start);
 		values[0] = CStringGetTextDatum(g->lock_id);
 		values[1] = CStringGetTextDatum(owner);
@@ -266,7 +267,7 @@ lockq_rowless_grants(PG_FUNCTION_ARGS)
 	int			i;
 
 	InitMaterializedSRF(fcinfo, 0);
-	if (!lq_is_available())
+	if (!lq_call_is_available())
 		return (Datum) 0;
 
 	grants = lq_leases_rowless(&n);
@@ -307,7 +308,7 @@ lockq_released_tokens(PG_FUNCTION_ARGS)
 	int			i;
 
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
-	if (!lq_is_available())
+	if (!lq_call_is_available())
 		return (Datum) 0;
 
 	LQ_FAULT("released-tokens-read");

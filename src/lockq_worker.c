@@ -15,7 +15,7 @@
  *
  * Nothing a batch decides is visible before its commit.  Whether the commit
  * is flushed before the answers go out depends on what the batch promised
- * (lockq_ledger.c decides; the rules are in DESIGN.md, "Durability", and
+ * (lockq_durability.c decides; the rules are in DESIGN.md, "Durability", and
  * nowhere else).  Batches that only add or remove waiters never wait for a
  * flush.  If a batch fails, the transaction rolls back, the in-memory state
  * is rebuilt from the tables and the requests are applied again, one per
@@ -68,16 +68,16 @@
 #include "utils/timestamp.h"
 
 #include "lockq_clock.h"
+#include "lockq_durability.h"
 #include "lockq_fastpath.h"
 #include "lockq_fault.h"
-#include "lockq_grants.h"
-#include "lockq_leases.h"
 #include "lockq_guc.h"
-#include "lockq_ledger.h"
+#include "lockq_leases.h"
 #include "lockq_outbox.h"
+#include "lockq_rules.h"
+#include "lockq_session.h"
 #include "lockq_shmem.h"
-#include "lockq_state.h"
-#include "lockq_store.h"
+#include "lockq_tables.h"
 #include "lockq_worker.h"
 
 /* How long to wait between retries after a batch failed, at most. */
@@ -130,11 +130,11 @@ static const char lq_doing_recover[] = "lockq: rebuilding the lock state";
 static int64 lq_next_deadline(void);
 
 /*
- * lq_register_worker registers the lock server.  Called from _PG_init while
+ * lq_worker_register registers the lock server.  Called from _PG_init while
  * preloading.
  */
 void
-lq_register_worker(void)
+lq_worker_register(void)
 {
 	BackgroundWorker worker;
 
@@ -167,24 +167,17 @@ lq_defer(LqEntry entry)
 
 /*
  * lq_refuse_blocked answers a request that waited lockq.table_lock_timeout
- * for lockq's relations to be free (see lq_blocked) with lock_not_available,
- * naming the relation and whoever holds it.
+ * for lockq's relations to be free (see lq_blocked) with
+ * LQ_ERR_TABLES_LOCKED, naming the relation and whoever holds it.
  */
 static void
 lq_refuse_blocked(int slotno, uint64 reqid)
 {
 	LqResult	res;
 	char	   *rel = get_rel_name(lq_blocked->relid);
-	char		hint[512];
 
-	snprintf(hint, sizeof(hint),
-			 "Relation \"%s.%s\" is locked by %s %d; lockq serves no request that could write its tables until that lock is released.",
-			 LQ_SCHEMA, rel ? rel : "?",
-			 lq_blocked->holder ? "process" : "another transaction,",
-			 lq_blocked->holder);
-	lq_result_error(&res, ERRCODE_LOCK_NOT_AVAILABLE,
-					"lockq lock server could not lock its tables within lockq.table_lock_timeout",
-					hint);
+	lq_shmem_result_error(&res, LQ_ERR_TABLES_LOCKED, lq_blocked->holder);
+	strlcpy(res.name, rel ? rel : "?", sizeof(res.name));
 	lq_outbox_reply(slotno, reqid, &res);
 }
 
@@ -213,7 +206,7 @@ lq_handle_gave_up(int slotno, const LqSlotView *v, int64 now)
 {
 	if (lq_blocked != NULL &&
 		((v->cancel && v->state == LQ_SLOT_DONE) ||
-		 (v->ended && lq_state_session_holds(slotno))))
+		 (v->ended && lq_rules_session_holds(slotno))))
 	{
 		lq_defer(lq_entry_request(slotno));
 		return;
@@ -221,17 +214,17 @@ lq_handle_gave_up(int slotno, const LqSlotView *v, int64 now)
 	if (v->cancel)
 	{
 		if (v->state == LQ_SLOT_ACTIVE)
-			lq_state_cancel_wait(slotno, v->reqid, now);
+			lq_rules_cancel_wait(slotno, v->reqid, now);
 		else if (v->state == LQ_SLOT_DONE)
 		{
-			lq_state_undo_grant(&v->req, &v->res, now);
+			lq_rules_undo_grant(&v->req, &v->res, now);
 			if (v->req.op == LQ_OP_AWAIT || v->req.op == LQ_OP_ENQUEUE)
-				lq_state_unpicked_grant(&v->req, &v->res, now);
+				lq_rules_unpicked_grant(&v->req, &v->res, now);
 		}
 	}
 	if (v->ended)
 	{
-		lq_state_session_end(slotno, v->pid, v->start, now);
+		lq_rules_session_end(slotno, v->pid, v->start, now);
 		lq_outbox_free(slotno, v->reqid);
 	}
 	else
@@ -305,7 +298,7 @@ lq_handle_slot(int slotno, int64 now)
 	else if (lq_blocked != NULL)
 		lq_defer(lq_entry_request(slotno));
 	else
-		lq_state_apply(slotno, v.reqid, &v.req, now);
+		lq_rules_apply(slotno, v.reqid, &v.req, now);
 }
 
 /*
@@ -332,8 +325,8 @@ lq_handle_quick(int slotno, int64 now)
 	if (token == 0)
 		return;					/* a stale ring entry: already applied */
 
-	lq_stat_add(LQ_STAT_REQUESTS, 1);
-	lq_state_quick_release(lock_id, token, now);
+	lq_shmem_stat_add(LQ_STAT_REQUESTS, 1);
+	lq_rules_quick_release(lock_id, token, now);
 	lq_outbox_quick_done(slotno);
 }
 
@@ -378,7 +371,7 @@ lq_handle_entry(LqEntry entry, int64 now)
  * lq_drop_quick gives up on the oldest quick release of a slot, whose
  * application keeps failing.  The session was told the lock is released,
  * and it is marked so in shared memory: the state rebuilt next ends it
- * (lq_state_load ends released grants that no slot still has queued).
+ * (lq_rules_load ends released grants that no slot still has queued).
  */
 static void
 lq_drop_quick(int slotno, const char *message)
@@ -386,7 +379,7 @@ lq_drop_quick(int slotno, const char *message)
 	LqSlot	   *slot = &lq_slots[slotno];
 
 	SpinLockAcquire(&slot->mutex);
-	lq_slot_drop_quick(slot, 1);
+	lq_shmem_slot_drop_quick(slot, 1);
 	SpinLockRelease(&slot->mutex);
 	if (message != NULL)
 		ereport(LOG,
@@ -396,14 +389,13 @@ lq_drop_quick(int slotno, const char *message)
 
 /*
  * lq_fail_slot answers a slot whose processing keeps failing with the
- * error (hint may be NULL), so that its backend does not wait forever.  No
+ * error answer res, so that its backend does not wait forever.  No
  * transaction needed.
  */
 static void
-lq_fail_slot(int slotno, int sqlerrcode, const char *message, const char *hint)
+lq_fail_slot(int slotno, const LqResult *res)
 {
 	LqSlot	   *slot;
-	LqResult	res;
 	int			procno = -1;
 	bool		freed = false;
 
@@ -413,12 +405,11 @@ lq_fail_slot(int slotno, int sqlerrcode, const char *message, const char *hint)
 		return;
 	}
 	slot = &lq_slots[slotno];
-	lq_result_error(&res, sqlerrcode, message, hint);
 
 	SpinLockAcquire(&slot->mutex);
 	if (slot->session_ended)
 	{
-		lq_slot_free(slot);
+		lq_shmem_slot_free(slot);
 		freed = true;
 	}
 	else if (slot->cancel_requested)
@@ -429,7 +420,7 @@ lq_fail_slot(int slotno, int sqlerrcode, const char *message, const char *hint)
 	}
 	else if (slot->state == LQ_SLOT_PENDING || slot->state == LQ_SLOT_ACTIVE)
 	{
-		slot->res = res;
+		slot->res = *res;
 		slot->state = LQ_SLOT_DONE;
 		procno = slot->pgprocno;
 	}
@@ -476,7 +467,7 @@ lq_slots_in_flight(void)
 
 		SpinLockAcquire(&slot->mutex);
 		if (slot->state == LQ_SLOT_ACTIVE &&
-			!lq_state_is_waiting(i, slot->reqid) && !lq_outbox_answered(i))
+			!lq_rules_is_waiting(i, slot->reqid) && !lq_outbox_answered(i))
 			slot->state = LQ_SLOT_PENDING;
 		busy = slot->state != LQ_SLOT_FREE &&
 			(slot->state != LQ_SLOT_IDLE || slot->session_ended ||
@@ -515,7 +506,7 @@ lq_begin_batch(void)
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	lq_outbox_begin();
-	lq_ledger_begin();
+	lq_durability_begin();
 }
 
 static void
@@ -554,7 +545,7 @@ lq_sigterm(SIGNAL_ARGS)
 /*
  * lq_sigint handles SIGINT, which PostgreSQL's own timeouts send to their
  * process (lock_timeout as a last resort: the lock server takes its table
- * locks without waiting, see lq_store_try_lock).  A query cancel from
+ * locks without waiting, see lq_tables_try_lock).  A query cancel from
  * outside (pg_cancel_backend) is ignored: it would end a wait for
  * synchronous replication early, and the batch would be answered before
  * its grants were replicated.  So a cancel counts only when a timeout
@@ -606,7 +597,8 @@ lq_after_durable_wait(void)
 static void
 lq_wait_replicated(void)
 {
-	lq_wakes_hand_on(NULL, 0);	/* nobody answered waits on the standbys */
+	/* nobody answered waits on the standbys */
+	lq_shmem_wakes_hand_on(NULL, 0);
 	lq_in_durable_wait = true;
 	SyncRepWaitForLSN(GetFlushRecPtr(NULL), false);
 	lq_after_durable_wait();
@@ -637,7 +629,7 @@ lq_commit(bool sync)
 	if (sync)
 	{
 		/* a flush, or standbys, may take long: wake the answered first */
-		lq_wakes_hand_on(NULL, 0);
+		lq_shmem_wakes_hand_on(NULL, 0);
 		lq_report(STATE_RUNNING, lq_doing_flush);
 		pg_atomic_write_u64(&lq_shared->durable_wait_since,
 							(uint64) lq_clock_peek());
@@ -665,14 +657,14 @@ lq_commit(bool sync)
 static void
 lq_commit_batch(void)
 {
-	bool		sync = lq_ledger_flush_needed();
+	bool		sync = lq_durability_flush_needed();
 	List	   *again;
 	MemoryContext old;
 
 	lq_outbox_emit_notices();
-	lq_ledger_prepare_commit();
+	lq_durability_prepare_commit();
 	LQ_FAULT("batch-before-commit");
-	lq_store_end_batch(true);
+	lq_tables_end_batch(true);
 	if (lq_spi_connected)
 	{
 		SPI_finish();
@@ -683,9 +675,9 @@ lq_commit_batch(void)
 	lq_commit(sync);
 	LQ_FAULT("batch-after-commit");
 
-	lq_ledger_committed();
+	lq_durability_committed();
 	again = lq_outbox_publish();
-	lq_ring_settled();
+	lq_shmem_ring_settled();
 	old = MemoryContextSwitchTo(TopMemoryContext);
 	lq_recheck = list_concat(lq_recheck, again);
 	MemoryContextSwitchTo(old);
@@ -693,10 +685,10 @@ lq_commit_batch(void)
 	LQ_FAULT("batch-after-publish");
 	if (!lq_fast_open)
 		lq_fast_maybe_open();
-	lq_state_publish_gauges();
-	lq_stat_add(LQ_STAT_BATCHES, 1);
+	lq_rules_publish_gauges();
+	lq_shmem_stat_add(LQ_STAT_BATCHES, 1);
 	if (sync)
-		lq_stat_add(LQ_STAT_SYNC_COMMITS, 1);
+		lq_shmem_stat_add(LQ_STAT_SYNC_COMMITS, 1);
 }
 
 /*
@@ -709,14 +701,14 @@ lq_discard_batch(void)
 	List	   *again;
 	MemoryContext old;
 
-	lq_store_end_batch(false);
+	lq_tables_end_batch(false);
 	lq_spi_connected = false;
 	again = lq_outbox_discard();
 	old = MemoryContextSwitchTo(TopMemoryContext);
 	lq_recheck = list_concat(lq_recheck, again);
 	MemoryContextSwitchTo(old);
 	list_free(again);
-	lq_ledger_discard();
+	lq_durability_discard();
 }
 
 static void
@@ -740,7 +732,7 @@ lq_batch_failed(MemoryContext ccxt)
 	FlushErrorState();
 	AbortCurrentTransaction();
 	lq_discard_batch();
-	lq_stat_add(LQ_STAT_BATCH_ERRORS, 1);
+	lq_shmem_stat_add(LQ_STAT_BATCH_ERRORS, 1);
 	lq_need_recover = true;
 	lq_careful = true;
 	lq_error_backoff_ms = Min(Max(lq_error_backoff_ms * 2, 100),
@@ -758,7 +750,7 @@ lq_batch_failed(MemoryContext ccxt)
 static void
 lq_relcache_callback(Datum arg, Oid relid)
 {
-	if (!OidIsValid(relid) || relid == lq_store_owners_relid())
+	if (!OidIsValid(relid) || relid == lq_tables_owners_relid())
 		lq_ext_recheck = true;
 }
 
@@ -774,7 +766,7 @@ lq_extension_changed(void)
 	if (!lq_ext_recheck)
 		return false;
 	lq_ext_recheck = false;
-	return !lq_store_installed(&extoid) || extoid != lq_ext_oid;
+	return !lq_tables_installed(&extoid) || extoid != lq_ext_oid;
 }
 
 /*
@@ -802,11 +794,11 @@ lq_slot_is_queued(int slotno)
  * the lock is released already.  Otherwise (the state cannot be loaded
  * just now) queued lockq_get calls keep their place, quick releases stay
  * queued, and requests submitted less than min_age microseconds ago wait
- * for the next attempt; everything else is answered.  hint may be NULL.
+ * for the next attempt; everything else is answered with the error answer
+ * res.
  */
 static void
-lq_fail_all(int sqlerrcode, const char *message, const char *hint, bool all,
-			int64 min_age)
+lq_fail_all(const LqResult *res, bool all, int64 min_age)
 {
 	List	   *entries = lq_slots_in_flight();
 	ListCell   *lc;
@@ -824,21 +816,21 @@ lq_fail_all(int sqlerrcode, const char *message, const char *hint, bool all,
 		}
 		else if (all || (!lq_slot_is_queued(slotno) &&
 						 now - lq_slots[slotno].submitted >= min_age))
-			lq_fail_slot(slotno, sqlerrcode, message, hint);
+			lq_fail_slot(slotno, res);
 	}
 	list_free(entries);
 }
 
 /*
  * lq_lock_or_raise takes the locks on lockq's relations without waiting
- * (lq_store_try_lock) or raises lock_not_available, naming them.
+ * (lq_tables_try_lock) or raises lock_not_available, naming them.
  */
 static void
 lq_lock_or_raise(void)
 {
 	LqLockFailure fail;
 
-	if (!lq_store_try_lock(&fail))
+	if (!lq_tables_try_lock(&fail))
 	{
 		char	   *rel = get_rel_name(fail.relid);
 
@@ -858,9 +850,9 @@ lq_lock_or_raise(void)
 static void
 lq_fast_maybe_open(void)
 {
-	if (!OidIsValid(lq_ext_oid) || lq_state_every_lock_delayed(lq_clock_peek()))
+	if (!OidIsValid(lq_ext_oid) || lq_rules_every_lock_delayed(lq_clock_peek()))
 		return;
-	lq_fast_start();
+	lq_fastpath_start();
 	lq_fast_open = true;
 }
 
@@ -873,11 +865,11 @@ static bool
 lq_recover_installation(void)
 {
 	Oid			extoid;
-	bool		installed = lq_store_installed(&extoid);
+	bool		installed = lq_tables_installed(&extoid);
 
 	if (!installed || extoid != lq_shared->grants_extoid)
 	{
-		lq_grants_clear();
+		lq_session_clear();
 		lq_leases_clear();
 		lq_shared->grants_extoid = installed ? extoid : InvalidOid;
 	}
@@ -886,9 +878,9 @@ lq_recover_installation(void)
 }
 
 /*
- * lq_recover_state rebuilds the lock state: the ledger takes over the
- * clock and the ceilings (and, on the first start in a shared-memory
- * lifetime, settles what a stop or crash left, lq_ledger_start), the
+ * lq_recover_state rebuilds the lock state: lockq_durability.c takes over
+ * the clock and the ceilings (and, on the first start in a shared-memory
+ * lifetime, settles what a stop or crash left, lq_durability_start), the
  * unsettled locks give the delays, the tables and shared memory give the
  * rest.  Leases that ended while no lock server ran end before any request
  * in flight is applied: a renewal sent before the end but applied after it
@@ -903,19 +895,19 @@ lq_recover_state(void)
 	int64		all_until;
 
 	lq_spi_connect();
-	lq_store_prepare();
+	lq_tables_prepare();
 	lq_lock_or_raise();
-	lq_store_note_files();
-	now = lq_ledger_start(!lq_shared->started);
-	delays = lq_ledger_load(now, &all_until);
-	lq_state_load(now, delays, all_until);
-	(void) lq_state_run_timers(now);
+	lq_tables_note_files();
+	now = lq_durability_start(!lq_shared->started);
+	delays = lq_durability_load(now, &all_until);
+	lq_rules_load(now, delays, all_until);
+	(void) lq_rules_run_timers(now);
 	if (!lq_careful)
 	{
 		List	   *slots = lq_slots_in_flight();
 		ListCell   *lc;
 
-		lq_ledger_extend_clock(now);
+		lq_durability_extend_clock(now);
 		foreach(lc, slots)
 			lq_handle_entry(lfirst_int(lc), now);
 		list_free(slots);
@@ -937,7 +929,7 @@ lq_recover(void)
 	ErrorData  *edata = NULL;
 
 	lq_report(STATE_RUNNING, lq_doing_recover);
-	lq_ring_adopt();
+	lq_shmem_ring_adopt();
 	lq_wait_replicated();
 	lq_begin_batch();
 	PG_TRY();
@@ -945,7 +937,7 @@ lq_recover(void)
 		LQ_FAULT("recover-start");
 		lq_outbox_resolve();
 		/* no backend grants by itself until the state is loaded anew */
-		lq_fast_stop();
+		lq_fastpath_stop();
 		lq_fast_open = false;
 		installed = lq_recover_installation();
 		if (installed)
@@ -961,7 +953,7 @@ lq_recover(void)
 
 	if (failed)
 	{
-		char		msg[1024];
+		LqResult	res;
 
 		/*
 		 * Nobody may wait for a state that cannot be loaded: everything in
@@ -972,9 +964,9 @@ lq_recover(void)
 				(errmsg("lockq lock server could not load its state: %s",
 						edata->message),
 				 edata->hint ? errhint("%s", edata->hint) : 0));
-		snprintf(msg, sizeof(msg), "lockq lock server could not load its state: %s",
-				 edata->message);
-		lq_fail_all(edata->sqlerrcode, msg, edata->hint, false,
+		lq_shmem_result_failed(&res, LQ_ERR_LOAD_FAILED, edata->sqlerrcode,
+							   edata->message, edata->hint);
+		lq_fail_all(&res, false,
 					edata->sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE ?
 					(int64) lockq_table_lock_timeout * 1000 : 0);
 		FreeErrorData(edata);
@@ -991,9 +983,12 @@ lq_recover(void)
 	}
 	lq_need_recover = false;
 	if (!installed)
-		lq_fail_all(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-					"lockq is not installed in the lock server's database",
-					NULL, true, 0);
+	{
+		LqResult	res;
+
+		lq_shmem_result_error(&res, LQ_ERR_NOT_INSTALLED, 0);
+		lq_fail_all(&res, true, 0);
+	}
 	return installed;
 }
 
@@ -1001,7 +996,7 @@ lq_recover(void)
  * lq_abandon_batch gives up the batch in progress, before it changed
  * anything, because the state must be loaded anew: the extension was
  * dropped or created again, or (rewritten) a table was rewritten and the
- * rows' addresses are stale (lq_store_rewritten).  The requests it drained
+ * rows' addresses are stale (lq_tables_rewritten).  The requests it drained
  * are still PENDING in their slots, and the recovery scan finds them.
  */
 static void
@@ -1044,7 +1039,7 @@ lq_careful_step(void)
 		{
 			if (lq_extension_changed())
 				elog(ERROR, "lockq extension changed during recovery");
-			rewritten = lq_store_rewritten();
+			rewritten = lq_tables_rewritten();
 			if (!rewritten)
 			{
 				lq_handle_entry(entry, lq_clock_peek());
@@ -1068,7 +1063,13 @@ lq_careful_step(void)
 			if (lq_entry_is_quick(entry))
 				lq_drop_quick(slotno, edata->message);
 			else
-				lq_fail_slot(slotno, edata->sqlerrcode, edata->message, edata->hint);
+			{
+				LqResult	res;
+
+				lq_shmem_result_failed(&res, LQ_ERR_FAILED, edata->sqlerrcode,
+									   edata->message, edata->hint);
+				lq_fail_slot(slotno, &res);
+			}
 			FreeErrorData(edata);
 			break;				/* rebuild the state, then go on */
 		}
@@ -1103,18 +1104,18 @@ lq_plan_batch(LqBatchPlan *plan)
 	int			n;
 	int64		due;
 
-	n = lq_ring_drain(lq_ring_buf, lockq_batch_size, &overflow);
+	n = lq_shmem_ring_drain(lq_ring_buf, lockq_batch_size, &overflow);
 	plan->full = n == lockq_batch_size;
 	plan->now = lq_clock_peek();
 	due = lq_next_deadline();
 
 	/*
 	 * Hand-offs held back by fenced transactions are tried again only when
-	 * such a transaction has ended since the last try (lq_end_fences in
-	 * lockq_api.c): while nothing changes they cost nothing.
+	 * such a transaction has ended since the last try (lq_fences_end in
+	 * lockq_fences.c): while nothing changes they cost nothing.
 	 */
 	plan->fence_gen = pg_atomic_read_u64(&lq_shared->fence_gen);
-	plan->retry_deferred = lq_state_has_deferred() &&
+	plan->retry_deferred = lq_rules_has_deferred() &&
 		plan->fence_gen != lq_fence_gen_seen;
 
 	if (n == 0 && !overflow && lq_recheck == NIL &&
@@ -1153,36 +1154,36 @@ lq_apply_batch(const LqBatchPlan *plan)
 
 	LQ_FAULT("batch-start");
 	lq_timers_left = false;
-	lq_set_blocked(!lq_store_try_lock(&lq_blocked_data));
+	lq_set_blocked(!lq_tables_try_lock(&lq_blocked_data));
 	if (lq_blocked != NULL)
 	{
-		lq_state_run_wait_timeouts(plan->now);
+		lq_rules_run_wait_timeouts(plan->now);
 		foreach(lc, plan->entries)
 			lq_handle_entry(lfirst_int(lc), plan->now);
 		return true;
 	}
-	if (lq_store_rewritten())
+	if (lq_tables_rewritten())
 		return false;
 	if (plan->now + LQ_CLOCK_MARGIN_US > lq_clock_ceiling())
-		lq_ledger_extend_clock(plan->now);
-	(void) lq_state_run_timers(plan->now);
+		lq_durability_extend_clock(plan->now);
+	(void) lq_rules_run_timers(plan->now);
 	foreach(lc, plan->entries)
 	{
 		lq_handle_entry(lfirst_int(lc), plan->now);
 		LQ_FAULT("batch-apply");
 	}
-	lq_timers_left = lq_state_run_timers(plan->now);
+	lq_timers_left = lq_rules_run_timers(plan->now);
 	if (plan->retry_deferred)
 	{
-		lq_state_retry_deferred(plan->now);
+		lq_rules_retry_deferred(plan->now);
 		lq_fence_gen_seen = plan->fence_gen;
 	}
-	lq_ledger_settle_markers(plan->now);
+	lq_durability_settle_markers(plan->now);
 	{
 		bool		all;
-		List	   *rows = lq_ledger_take_needs_rows(&all);
+		List	   *rows = lq_durability_take_needs_rows(&all);
 
-		lq_state_give_rows(rows, all);
+		lq_rules_give_rows(rows, all);
 		list_free_deep(rows);
 	}
 	return true;
@@ -1241,14 +1242,14 @@ lq_batch(void)
 
 /*
  * lq_next_deadline: the earliest time something is due, in the rules (a
- * lease, a timeout, a delay) or the ledger (settling unsettled locks); 0 if
- * nothing is.
+ * lease, a timeout, a delay) or in lockq_durability.c (settling unsettled
+ * locks); 0 if nothing is.
  */
 static int64
 lq_next_deadline(void)
 {
-	int64		a = lq_state_next_deadline();
-	int64		b = lq_ledger_next_deadline();
+	int64		a = lq_rules_next_deadline();
+	int64		b = lq_durability_next_deadline();
 
 	if (a == 0 || (b != 0 && b < a))
 		return b;
@@ -1257,7 +1258,7 @@ lq_next_deadline(void)
 
 /*
  * lq_set_blocked notes whether this batch could lock lockq's relations
- * (see lq_store_try_lock), and logs when that changes, and every
+ * (see lq_tables_try_lock), and logs when that changes, and every
  * LQ_BLOCKED_LOG_MS while it lasts: an administrator must learn that a
  * lock of theirs stalls lockq.
  */
@@ -1326,7 +1327,7 @@ lq_report_waiting(void)
 
 /*
  * lq_compact_if_oversized rebuilds the state when it holds far more memory
- * than it needs (lq_state_oversized), at most once a minute.
+ * than it needs (lq_rules_oversized), at most once a minute.
  */
 static void
 lq_compact_if_oversized(void)
@@ -1337,7 +1338,7 @@ lq_compact_if_oversized(void)
 	Size		after;
 
 	if (!TimestampDifferenceExceeds(last, now, 60 * 1000) ||
-		!lq_state_oversized(&before))
+		!lq_rules_oversized(&before))
 		return;
 	last = now;
 	if (!lq_recover())
@@ -1346,7 +1347,7 @@ lq_compact_if_oversized(void)
 	/* freed blocks below the top of the heap go back to the system too */
 	(void) malloc_trim(0);
 #endif
-	(void) lq_state_oversized(&after);
+	(void) lq_rules_oversized(&after);
 	ereport(LOG,
 			(errmsg("lockq lock server rebuilt its state to return memory: %zu MB before, %zu MB after",
 					before / (1024 * 1024), after / (1024 * 1024))));
@@ -1409,7 +1410,7 @@ lq_cycle(void)
 	due = lq_next_deadline();
 	if (due > 0)
 		sleep_ms = Min(sleep_ms, Max(0, (due - now + 999) / 1000));
-	if (lq_recheck != NIL || lq_hint_lazy_stranded())
+	if (lq_recheck != NIL || lq_shmem_hint_lazy_stranded())
 		sleep_ms = 0;
 	/* blocked: what is due must wait; try again soon, not at once */
 	if (lq_blocked != NULL)
@@ -1428,7 +1429,7 @@ lq_worker_detach(int code, Datum arg)
 	}
 	SpinLockRelease(&lq_shared->mutex);
 	/* backends answered whom nobody has woken yet */
-	lq_wakes_hand_on(NULL, 0);
+	lq_shmem_wakes_hand_on(NULL, 0);
 	/* (an exit from a durable wait does not come back to lq_commit) */
 	pg_atomic_write_u64(&lq_shared->durable_wait_since, 0);
 }
@@ -1458,13 +1459,13 @@ lq_worker_stop(void)
 		 * The installation the state was loaded from may be gone (dropped,
 		 * perhaps created again): then there is nothing of it to store.
 		 */
-		if (!lq_store_installed(&extoid) || extoid != lq_ext_oid)
+		if (!lq_tables_installed(&extoid) || extoid != lq_ext_oid)
 			elog(ERROR, "lockq extension changed: its state is not stored");
 		lq_lock_or_raise();
 
 		/* grants kept without a row get theirs before every marker goes */
-		lq_state_give_rows(NIL, true);
-		lq_ledger_stop(last);
+		lq_rules_give_rows(NIL, true);
+		lq_durability_stop(last);
 		LQ_FAULT("worker-stop");
 		lq_commit_batch();
 	}
@@ -1515,7 +1516,7 @@ lq_override_settings(void)
 
 /*
  * lq_worker_wait_for_drop keeps a starting lock server out of lockq.database
- * while a backend drops it (lq_let_database_go in lockq_api.c): connected,
+ * while a backend drops it (lq_let_database_go in lockq_hooks.c): connected,
  * it would make DROP DATABASE fail.  Ends when that backend's statement
  * ends or the backend is gone.
  */
@@ -1593,7 +1594,7 @@ lq_wait_for_work(long sleep_ms)
 		avg_wait_us > lockq_spin_time || !lq_spin(start))
 	{
 		lq_report_waiting();
-		lq_wakes_hand_on(NULL, 0);
+		lq_shmem_wakes_hand_on(NULL, 0);
 		(void) WaitLatch(MyLatch,
 						 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 sleep_ms, PG_WAIT_EXTENSION);
@@ -1624,10 +1625,10 @@ lockq_worker_main(Datum main_arg)
 	lq_override_settings();
 
 	lq_outbox_init();
-	lq_ledger_init();
+	lq_durability_init();
 	lq_ring_buf = MemoryContextAlloc(TopMemoryContext,
 									 sizeof(LqEntry) * LQ_MAX_BATCH_SIZE);
-	lq_state_init();
+	lq_rules_init();
 	CacheRegisterRelcacheCallback(lq_relcache_callback, (Datum) 0);
 
 	SpinLockAcquire(&lq_shared->mutex);
@@ -1635,7 +1636,7 @@ lockq_worker_main(Datum main_arg)
 	lq_shared->worker_procno = MyProc->pgprocno;
 	SpinLockRelease(&lq_shared->mutex);
 	before_shmem_exit(lq_worker_detach, (Datum) 0);
-	lq_stat_add(LQ_STAT_WORKER_STARTS, 1);
+	lq_shmem_stat_add(LQ_STAT_WORKER_STARTS, 1);
 
 	ereport(LOG,
 			(errmsg("lockq lock server started in database \"%s\"",

@@ -18,7 +18,7 @@
 #include "fmgr.h"
 
 extern PGDLLEXPORT void lockq_worker_main(Datum main_arg);
-extern void lq_register_worker(void);
+extern void lq_worker_register(void);
 
 
 #endif							/* LOCKQ_WORKER_H */

@@ -113,7 +113,7 @@ is(scalar_query($node, "SELECT lockq_holds('L5', $long)"), 't', 'the long lease 
 
 # --- while the lock server settles after a crash --------------------------
 # After a crash the tables still hold a grant whose release was shown but
-# lost; the lock server ends it (lq_store_settle) in its first transaction,
+# lost; the lock server ends it (lq_tables_settle) in its first transaction,
 # and its clock is ready before that commits.  lockq_holds, which reads
 # the table, must wait for that commit.  The new lock server is held right
 # after the settle (recover-after-owners) to look into the window; a long

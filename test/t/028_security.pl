@@ -11,7 +11,8 @@
 #     (53200), and returned to the system after a flood;
 #   - lowering lockq.max_ttl bounds renewals of existing leases;
 #   - a LATIN1 client gets 42501 for another role's long multibyte owner
-#     name (the message is cut on a character boundary), not 22021;
+#     name (the backend makes the message, in the client's encoding), not
+#     22021;
 #   - namespace privileges turned on in postgresql.conf, and a role's
 #     lockq_holds outside its namespaces holds nothing back.
 #

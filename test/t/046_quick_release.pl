@@ -81,7 +81,7 @@ sub owners_rows
 }
 
 # A lock's first release by token takes the normal path: it makes the lock
-# unsettled with a fence_ttl, flushed (lockq_ledger.c).  Releases of the
+# unsettled with a fence_ttl, flushed (lockq_durability.c).  Releases of the
 # lock's next grants may then be quick.
 sub changed_hands
 {

@@ -1,4 +1,4 @@
-# Leased grants kept without their lockq.owners row (lockq_state.c,
+# Leased grants kept without their lockq.owners row (lockq_rules.c,
 # lq_grant; lockq_leases.c): a grant whose lock is unsettled with a marker
 # that covers its lease and its end gets no row for its first
 # lockq.grant_row_delay, since a crash ends it either way.  Here the delay

@@ -1,4 +1,4 @@
-# Waking the backends a batch answered (lq_wakes_hand_on): the lock server
+# Waking the backends a batch answered (lq_shmem_wakes_hand_on): the lock server
 # wakes the first itself and leaves the others to be woken by the backends
 # it woke, two each.  Checked:
 #  * 30 lockq_get calls answered in one batch all return;

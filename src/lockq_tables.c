@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * lockq_store.c
+ * lockq_tables.c
  *		The durable mirror of the lock state: the tables lockq.owners (one
  *		row per current grant) and lockq.queue (one row per client-side
  *		waiter, in (ts, owner) order), and the sequences behind the token
@@ -16,7 +16,7 @@
  * Ending a grant deletes its owners row without waiting: when a fenced
  * transaction (lockq_holds) holds a KEY SHARE lock on it, the delete
  * reports that and the worker defers the hand-off instead of blocking.
- * lq_store_holds, run by a backend, is the other half: it finds the current
+ * lq_tables_holds, run by a backend, is the other half: it finds the current
  * row with the latest snapshot and takes that KEY SHARE lock.
  *
  * Copyright (c) 2026, lockq developers
@@ -24,7 +24,7 @@
  * (see LICENSE).
  *
  * IDENTIFICATION
- *		src/lockq_store.c
+ *		src/lockq_tables.c
  *
  *-------------------------------------------------------------------------
  */
@@ -64,7 +64,7 @@
 
 #include "lockq_fault.h"
 #include "lockq_guc.h"
-#include "lockq_store.h"
+#include "lockq_tables.h"
 
 /* Attribute numbers of lockq.owners, in table order. */
 #define OWN_LOCK_ID			1
@@ -90,11 +90,11 @@ static Relation lq_unsettled = NULL;
 static CatalogIndexState lq_unsettled_idx = NULL;
 
 /*
- * lq_store_installed reports whether the extension exists in this database,
+ * lq_tables_installed reports whether the extension exists in this database,
  * and its OID.  Needs a transaction.
  */
 bool
-lq_store_installed(Oid *extoid)
+lq_tables_installed(Oid *extoid)
 {
 	*extoid = get_extension_oid("lockq", true);
 	return OidIsValid(*extoid);
@@ -115,11 +115,11 @@ lq_relid(const char *relname)
 }
 
 /*
- * lq_store_prepare looks up the tables and sequences, after the extension
+ * lq_tables_prepare looks up the tables and sequences, after the extension
  * was (re)installed.  Needs a transaction.
  */
 void
-lq_store_prepare(void)
+lq_tables_prepare(void)
 {
 	lq_owners_rel = lq_relid(LQ_OWNERS_TABLE);
 	lq_queue_rel = lq_relid(LQ_QUEUE_TABLE);
@@ -129,7 +129,7 @@ lq_store_prepare(void)
 }
 
 Oid
-lq_store_owners_relid(void)
+lq_tables_owners_relid(void)
 {
 	return lq_owners_rel;
 }
@@ -167,7 +167,7 @@ lq_try_lock_one(Oid relid, LqLockFailure *fail)
 }
 
 /*
- * lq_store_try_lock takes, without waiting, every lock a batch may need on
+ * lq_tables_try_lock takes, without waiting, every lock a batch may need on
  * lockq's relations: the tables, their indexes and the sequences, in
  * RowExclusiveLock (what writing them takes).  A batch takes them before it
  * changes anything, so that a conflicting lock (LOCK TABLE, VACUUM FULL,
@@ -177,7 +177,7 @@ lq_try_lock_one(Oid relid, LqLockFailure *fail)
  * Locks taken are kept to the end of the transaction.
  */
 bool
-lq_store_try_lock(LqLockFailure *fail)
+lq_tables_try_lock(LqLockFailure *fail)
 {
 	Oid			tables[3] = {lq_owners_rel, lq_queue_rel, lq_unsettled_rel};
 	Oid			seqs[2] = {lq_token_seq, lq_clock_seq};
@@ -218,7 +218,7 @@ lq_store_try_lock(LqLockFailure *fail)
 static RelFileNode lq_loaded_files[3];
 
 static void
-lq_state_relids(Oid *relids)
+lq_tables_relids(Oid *relids)
 {
 	relids[0] = lq_owners_rel;
 	relids[1] = lq_queue_rel;
@@ -241,35 +241,35 @@ lq_current_file(Oid relid)
 }
 
 /*
- * lq_store_note_files remembers the tables' files, when the state (and with
- * it every row address) is loaded, under the locks of lq_store_try_lock.
+ * lq_tables_note_files remembers the tables' files, when the state (and with
+ * it every row address) is loaded, under the locks of lq_tables_try_lock.
  */
 void
-lq_store_note_files(void)
+lq_tables_note_files(void)
 {
 	Oid			relids[3];
 	int			i;
 
-	lq_state_relids(relids);
+	lq_tables_relids(relids);
 	for (i = 0; i < lengthof(relids); i++)
 		lq_loaded_files[i] = lq_current_file(relids[i]);
 }
 
 /*
- * lq_store_rewritten tells whether any of the tables was rewritten since the
+ * lq_tables_rewritten tells whether any of the tables was rewritten since the
  * state was loaded: then every remembered row address is stale (a delete
  * there would hit another grant's row), and the state must be loaded anew
  * before anything is written.  Takes RowExclusiveLock on the tables (kept
  * to the end of the transaction, as writing them would take it), waiting
- * if need be; a batch has them already (lq_store_try_lock).
+ * if need be; a batch has them already (lq_tables_try_lock).
  */
 bool
-lq_store_rewritten(void)
+lq_tables_rewritten(void)
 {
 	Oid			relids[3];
 	int			i;
 
-	lq_state_relids(relids);
+	lq_tables_relids(relids);
 	for (i = 0; i < lengthof(relids); i++)
 	{
 		RelFileNode node;
@@ -313,11 +313,11 @@ lq_open_unsettled(void)
 }
 
 /*
- * lq_store_end_batch closes the batch's relations, before its commit
+ * lq_tables_end_batch closes the batch's relations, before its commit
  * (commit true), or forgets them after an abort, which has released them.
  */
 void
-lq_store_end_batch(bool commit)
+lq_tables_end_batch(bool commit)
 {
 	if (commit)
 	{
@@ -403,11 +403,11 @@ lq_check_positive(const char *table, const char *column, int64 value)
 }
 
 /*
- * lq_store_owner_insert adds a grant's row and returns where it is (see
+ * lq_tables_owner_insert adds a grant's row and returns where it is (see
  * above for how).
  */
 void
-lq_store_owner_insert(const LqOwnerRow *row, ItemPointer tid)
+lq_tables_owner_insert(const LqOwnerRow *row, ItemPointer tid)
 {
 	HeapTuple	tup;
 
@@ -421,13 +421,13 @@ lq_store_owner_insert(const LqOwnerRow *row, ItemPointer tid)
 }
 
 /*
- * lq_store_owner_end deletes a grant's row, without waiting: if a
+ * lq_tables_owner_end deletes a grant's row, without waiting: if a
  * concurrent transaction holds a lock on it (a fenced write in progress,
- * see lq_store_holds), the row stays and LQ_END_LOCKED tells the worker to
+ * see lq_tables_holds), the row stays and LQ_END_LOCKED tells the worker to
  * defer the hand-off.
  */
 LqEndResult
-lq_store_owner_end(ItemPointer tid)
+lq_tables_owner_end(ItemPointer tid)
 {
 	TM_FailureData tmfd;
 	TM_Result	res;
@@ -453,12 +453,12 @@ lq_store_owner_end(ItemPointer tid)
 }
 
 /*
- * lq_store_owner_update rewrites a grant's row (a new lease end) and moves
+ * lq_tables_owner_update rewrites a grant's row (a new lease end) and moves
  * *tid to the new version.  Only non-key columns change, so a fenced
  * transaction's KEY SHARE lock does not block it.
  */
 void
-lq_store_owner_update(ItemPointer tid, const LqOwnerRow *row)
+lq_tables_owner_update(ItemPointer tid, const LqOwnerRow *row)
 {
 	HeapTuple	tup;
 
@@ -472,7 +472,7 @@ lq_store_owner_update(ItemPointer tid, const LqOwnerRow *row)
 }
 
 void
-lq_store_queue_insert(const LqQueueRow *row, ItemPointer tid)
+lq_tables_queue_insert(const LqQueueRow *row, ItemPointer tid)
 {
 	Datum		values[QUE_NATTS];
 	bool		nulls[QUE_NATTS];
@@ -500,7 +500,7 @@ lq_store_queue_insert(const LqQueueRow *row, ItemPointer tid)
 }
 
 void
-lq_store_queue_delete(ItemPointer tid)
+lq_tables_queue_delete(ItemPointer tid)
 {
 	lq_open_queue();
 	simple_heap_delete(lq_queue, tid);
@@ -508,11 +508,11 @@ lq_store_queue_delete(ItemPointer tid)
 }
 
 /*
- * lq_store_unsettled_put writes a lock's row of lockq.unsettled: a new one
+ * lq_tables_unsettled_put writes a lock's row of lockq.unsettled: a new one
  * (*tid invalid) or a new version of the row at *tid; *tid is moved to it.
  */
 void
-lq_store_unsettled_put(const LqUnsettledRow *row, ItemPointer tid)
+lq_tables_unsettled_put(const LqUnsettledRow *row, ItemPointer tid)
 {
 	Datum		values[UNS_NATTS];
 	bool		nulls[UNS_NATTS];
@@ -537,7 +537,7 @@ lq_store_unsettled_put(const LqUnsettledRow *row, ItemPointer tid)
 }
 
 void
-lq_store_unsettled_delete(ItemPointer tid)
+lq_tables_unsettled_delete(ItemPointer tid)
 {
 	lq_open_unsettled();
 	simple_heap_delete(lq_unsettled, tid);
@@ -573,13 +573,13 @@ lq_seq_read(const char *seqname)
  * which the callers arrange.
  */
 int64
-lq_store_clock_read(void)
+lq_tables_clock_read(void)
 {
 	return lq_seq_read(LQ_CLOCK_SEQ);
 }
 
 int64
-lq_store_token_read(void)
+lq_tables_token_read(void)
 {
 	return lq_seq_read(LQ_TOKEN_SEQ);
 }
@@ -591,13 +591,13 @@ lq_setval(Oid seq, int64 value)
 }
 
 void
-lq_store_clock_write(int64 ceiling)
+lq_tables_clock_write(int64 ceiling)
 {
 	lq_setval(lq_clock_seq, ceiling);
 }
 
 void
-lq_store_token_write(int64 ceiling)
+lq_tables_token_write(int64 ceiling)
 {
 	lq_setval(lq_token_seq, ceiling);
 }
@@ -605,7 +605,7 @@ lq_store_token_write(int64 ceiling)
 static int64 lq_getint64(HeapTuple tup, TupleDesc desc, int col, int64 dflt);
 
 /*
- * lq_settle_list runs query (a count and a list, with lq_store_settle's
+ * lq_settle_list runs query (a count and a list, with lq_tables_settle's
  * arguments) and returns the count, the list cut to about 1 kB in *list
  * (unless list is NULL).
  */
@@ -641,7 +641,7 @@ lq_settle_list(const char *query, Oid *types, Datum *values, char **list)
 	"           WHERE lock_id OPERATOR(pg_catalog.=) ''))"
 
 /*
- * lq_store_settle runs once when the lock server starts with shared memory
+ * lq_tables_settle runs once when the lock server starts with shared memory
  * made anew (a server start, a crash restart, a promotion), before it
  * loads anything; see DESIGN.md, "Durability".  Every lock that
  * lockq.unsettled names may have had changes shown before they were flushed
@@ -660,7 +660,7 @@ lq_settle_list(const char *query, Oid *types, Datum *values, char **list)
  * lockq.unsettled say only how long each lock is delayed.
  */
 void
-lq_store_settle(int64 now, bool continuous, int64 low)
+lq_tables_settle(int64 now, bool continuous, int64 low)
 {
 	Datum		values[3];
 	Oid			types[3] = {INT8OID, BOOLOID, INT8OID};
@@ -848,7 +848,7 @@ lq_emit_owner(HeapTuple tup, TupleDesc desc, void *arg)
 }
 
 void
-lq_store_load_owners(lq_owner_cb cb, void *arg)
+lq_tables_load_owners(lq_owner_cb cb, void *arg)
 {
 	LqOwnerScan scan = {cb, arg};
 
@@ -903,7 +903,7 @@ lq_emit_unsettled(HeapTuple tup, TupleDesc desc, void *arg)
 }
 
 void
-lq_store_load_unsettled(lq_unsettled_cb cb, void *arg)
+lq_tables_load_unsettled(lq_unsettled_cb cb, void *arg)
 {
 	LqUnsettledScan scan = {cb, arg};
 
@@ -913,10 +913,10 @@ lq_store_load_unsettled(lq_unsettled_cb cb, void *arg)
 }
 
 /*
- * lq_store_load_queue returns the waiters lock by lock in queue order.
+ * lq_tables_load_queue returns the waiters lock by lock in queue order.
  */
 void
-lq_store_load_queue(lq_queue_cb cb, void *arg)
+lq_tables_load_queue(lq_queue_cb cb, void *arg)
 {
 	LqQueueScan scan = {cb, arg};
 
@@ -949,7 +949,7 @@ lq_owner_row_is_current(TupleTableSlot *slot, const char *lock_id,
 }
 
 /*
- * lq_store_holds is lockq_holds' check, run in the caller's transaction.
+ * lq_tables_holds is lockq_holds' check, run in the caller's transaction.
  * It finds the grant's row by its token with the latest snapshot (whatever
  * the isolation level), and if the row is the lock's and the lease has not
  * run out, takes a KEY SHARE row lock on the newest version and checks
@@ -962,8 +962,8 @@ lq_owner_row_is_current(TupleTableSlot *slot, const char *lock_id,
  * false.  Returns LQ_HELD_NO, LQ_HELD_FENCED or LQ_HELD_UNFENCED.
  */
 LqHeld
-lq_store_holds(const char *lock_id, int64 token, int64 now, Oid role,
-			   bool admin)
+lq_tables_holds(const char *lock_id, int64 token, int64 now, Oid role,
+				bool admin)
 {
 	Relation	rel;
 	Relation	irel;
@@ -1029,13 +1029,13 @@ lq_store_holds(const char *lock_id, int64 token, int64 now, Oid role,
 }
 
 /*
- * lq_store_fencer_pids lists the pids of the backends whose transactions
- * hold the row at tid locked (fenced, see lq_store_holds): its locker, or
+ * lq_tables_fencer_pids lists the pids of the backends whose transactions
+ * hold the row at tid locked (fenced, see lq_tables_holds): its locker, or
  * the members of its multixact, that are still running.  Worker only, in a
  * batch.
  */
 List *
-lq_store_fencer_pids(ItemPointer tid)
+lq_tables_fencer_pids(ItemPointer tid)
 {
 	Buffer		buf;
 	HeapTupleData tup;

@@ -1,9 +1,9 @@
 /*-------------------------------------------------------------------------
  *
- * lockq_ledger.c
- *		The durability ledger of the lock server: the ceilings of the clock
- *		and of the tokens, the unsettled locks, and the decision, batch by
- *		batch, whether a batch must be flushed before anyone learns of it.
+ * lockq_durability.c
+ *		The lock server's durability: the ceilings of the clock and of the
+ *		tokens, the unsettled locks, and the decision, batch by batch,
+ *		whether a batch must be flushed before anyone learns of it.
  *
  * A WAL flush costs as much as the rest of a batch, so the lock server
  * waits for one only when a crash could otherwise break a promise.  The
@@ -24,7 +24,7 @@
  *	  lock unsettled (or raising its until) flushes the batch; every later
  *	  batch that the row covers need not be flushed.  After a crash the
  *	  lock server ends such grants of unsettled locks and delays every
- *	  unsettled lock until its leases have ended (lq_store_settle); every
+ *	  unsettled lock until its leases have ended (lq_tables_settle); every
  *	  other lock is exactly as its last flushed batch left it, and is
  *	  available at once.  An end by the passing of time needs nothing: the
  *	  row's lease end is durable, and the clock never goes back.
@@ -43,14 +43,15 @@
  *	  not once per lock.
  *
  * Everything here runs in the lock server, inside its batch transaction.
- * What a batch changes in memory is undone if it fails (lq_ledger_discard).
+ * What a batch changes in memory is undone if it fails
+ * (lq_durability_discard).
  *
  * Copyright (c) 2026, lockq developers
  * This file is part of lockq, released under the PostgreSQL License
  * (see LICENSE).
  *
  * IDENTIFICATION
- *		src/lockq_ledger.c
+ *		src/lockq_durability.c
  *
  *-------------------------------------------------------------------------
  */
@@ -62,12 +63,12 @@
 #include "utils/memutils.h"
 
 #include "lockq_clock.h"
+#include "lockq_durability.h"
 #include "lockq_guc.h"
 #include "lockq_leases.h"
-#include "lockq_ledger.h"
 #include "lockq_shmem.h"
 #include "lockq_statefile.h"
-#include "lockq_store.h"
+#include "lockq_tables.h"
 
 /* How far an unsettled lock's until is set beyond the lease that needs it. */
 #define LQ_UNSETTLED_SLACK_US	(INT64CONST(2) * 1000000)
@@ -99,7 +100,7 @@ typedef struct LqMarkerUndo
 	LqMarker	old;
 } LqMarkerUndo;
 
-static MemoryContext lq_ledger_cxt = NULL;
+static MemoryContext lq_durability_cxt = NULL;
 static HTAB *lq_markers = NULL;
 static int64 lq_next_settle = 0;
 static LqStateFile lq_file;
@@ -110,7 +111,7 @@ static int64 lq_pending_clock = 0;	/* clock ceiling this batch makes durable */
 static int64 lq_pending_token = 0;	/* token ceiling likewise */
 static bool lq_file_dirty = false;
 static bool lq_stopping = false;
-static List *lq_undo = NIL;		/* of LqMarkerUndo, in lq_ledger_cxt */
+static List *lq_undo = NIL;		/* of LqMarkerUndo, in lq_durability_cxt */
 static List *lq_relied = NIL;	/* lock ids whose markers this batch relied on */
 static List *lq_needs_rows = NIL;	/* locks whose grant must get its row
 									 * before their marker settles */
@@ -142,18 +143,18 @@ lq_markers_reset(void)
 }
 
 /*
- * lq_ledger_init sets up the ledger's memory.  Lock server start only.
+ * lq_durability_init sets up the ledger's memory.  Lock server start only.
  */
 void
-lq_ledger_init(void)
+lq_durability_init(void)
 {
-	lq_ledger_cxt = AllocSetContextCreate(TopMemoryContext, "lockq ledger",
-										  ALLOCSET_SMALL_SIZES);
+	lq_durability_cxt = AllocSetContextCreate(TopMemoryContext, "lockq ledger",
+											  ALLOCSET_SMALL_SIZES);
 	lq_markers_reset();
 }
 
 void
-lq_ledger_begin(void)
+lq_durability_begin(void)
 {
 	lq_flush = false;
 	lq_pending_clock = 0;
@@ -162,18 +163,19 @@ lq_ledger_begin(void)
 	lq_stopping = false;
 	lq_undo = NIL;
 	lq_relied = NIL;
-	MemoryContextReset(lq_ledger_cxt);
+	MemoryContextReset(lq_durability_cxt);
 }
 
 bool
-lq_ledger_flush_needed(void)
+lq_durability_flush_needed(void)
 {
 	return lq_flush;
 }
 
 /*
  * The state file, kept in memory as last written: the ceilings go into it
- * before the commit of the batch that raises them (lq_ledger_prepare_commit).
+ * before the commit of the batch that raises them
+ * (lq_durability_prepare_commit).
  */
 static void
 lq_file_update(void)
@@ -188,23 +190,23 @@ lq_file_update(void)
 }
 
 /*
- * lq_ledger_prepare_commit makes durable, before the batch's commit, what
+ * lq_durability_prepare_commit makes durable, before the batch's commit, what
  * must not depend on the extension's objects: the raised ceilings go into
  * the state file.  Raises an ERROR if it cannot (then the batch fails).
  */
 void
-lq_ledger_prepare_commit(void)
+lq_durability_prepare_commit(void)
 {
 	if (lq_file_dirty)
 		lq_file_update();
 }
 
 /*
- * lq_ledger_committed publishes what the batch made durable: the raised
+ * lq_durability_committed publishes what the batch made durable: the raised
  * ceilings.  After a clean stop, the state file records it.
  */
 void
-lq_ledger_committed(void)
+lq_durability_committed(void)
 {
 	ListCell   *lc;
 
@@ -221,19 +223,19 @@ lq_ledger_committed(void)
 	}
 	lq_relied = NIL;
 	lq_undo = NIL;
-	MemoryContextReset(lq_ledger_cxt);
+	MemoryContextReset(lq_durability_cxt);
 	lq_file_dirty = false;
 	if (lq_stopping)
 		lq_statefile_write(&lq_file);
 }
 
 /*
- * lq_ledger_discard undoes what a failed batch changed in memory; its rows
+ * lq_durability_discard undoes what a failed batch changed in memory; its rows
  * and sequence values went with its transaction (a sequence value set by
  * setval stays, but only ever above what was shown).
  */
 void
-lq_ledger_discard(void)
+lq_durability_discard(void)
 {
 	int			i;
 
@@ -251,12 +253,12 @@ lq_ledger_discard(void)
 		else
 			(void) hash_search(lq_markers, u->old.lock_id, HASH_REMOVE, NULL);
 	}
-	lq_ledger_begin();
+	lq_durability_begin();
 }
 
 /*
  * lq_marker_touch returns the lock's marker, created (without a row) if
- * create and there is none, noting its state for lq_ledger_discard.
+ * create and there is none, noting its state for lq_durability_discard.
  */
 static LqMarker *
 lq_marker_touch(const char *lock_id, bool create)
@@ -270,7 +272,7 @@ lq_marker_touch(const char *lock_id, bool create)
 					create ? HASH_ENTER : HASH_FIND, &found);
 	if (m == NULL)
 		return NULL;
-	old = MemoryContextSwitchTo(lq_ledger_cxt);
+	old = MemoryContextSwitchTo(lq_durability_cxt);
 	u = palloc0(sizeof(LqMarkerUndo));
 	u->existed = found;
 	if (found)
@@ -299,7 +301,7 @@ lq_marker_touch(const char *lock_id, bool create)
 static void
 lq_marker_relied(LqMarker *m, int64 now)
 {
-	MemoryContext old = MemoryContextSwitchTo(lq_ledger_cxt);
+	MemoryContext old = MemoryContextSwitchTo(lq_durability_cxt);
 
 	m->last_change = now;
 	lq_relied = lappend(lq_relied, pstrdup(m->lock_id));
@@ -317,14 +319,14 @@ lq_marker_write(LqMarker *m)
 	row.delay_until = m->delay_until;
 	row.hold_token = m->hold_token;
 	row.hold_until = m->hold_until;
-	lq_store_unsettled_put(&row, &m->tid);
+	lq_tables_unsettled_put(&row, &m->tid);
 }
 
 static void
 lq_marker_remove(LqMarker *m)
 {
 	if (ItemPointerIsValid(&m->tid))
-		lq_store_unsettled_delete(&m->tid);
+		lq_tables_unsettled_delete(&m->tid);
 	(void) hash_search(lq_markers, m->lock_id, HASH_REMOVE, NULL);
 }
 
@@ -370,7 +372,7 @@ lq_wide_marker(int64 now, int64 expires, int64 ttl)
 }
 
 /*
- * lq_ledger_lease_shown is told of every lease end a batch will show for a
+ * lq_durability_lease_shown is told of every lease end a batch will show for a
  * grant that outlives its session (a grant, a renewal, a confirmation).
  * A long lease (or any, with lockq.synchronous_grants) needs the batch
  * flushed; a short one needs the lock unsettled with an until beyond the
@@ -379,8 +381,8 @@ lq_wide_marker(int64 now, int64 expires, int64 ttl)
  * of them, else by the lock's own.
  */
 void
-lq_ledger_lease_shown(const char *lock_id, int64 expires, int64 lease_us,
-					  int64 now, bool new_lock)
+lq_durability_lease_shown(const char *lock_id, int64 expires, int64 lease_us,
+						  int64 now, bool new_lock)
 {
 	LqMarker   *m;
 
@@ -408,17 +410,18 @@ lq_ledger_lease_shown(const char *lock_id, int64 expires, int64 lease_us,
 }
 
 /*
- * lq_ledger_end_shown is told of every grant (outliving its session) that a
- * batch ends before its lease did: a release, a force release, a grant a
+ * lq_durability_end_shown is told of every grant (outliving its session) that
+ * a batch ends before its lease did: a release, a force release, a grant a
  * cancel hands back.  The end of a grant with a ttl up to lockq.max_grace
  * may be shown before its flush if the lock is unsettled with a fence_ttl
  * that covers it, which is made so (and the batch flushed) if it is not.
- * After a crash such grants end (lq_store_settle), whether or not their
+ * After a crash such grants end (lq_tables_settle), whether or not their
  * end survived; so the end of a longer grant is always flushed, and such a
  * grant survives a crash unless its own end was lost with it.
  */
 void
-lq_ledger_end_shown(const char *lock_id, int64 ttl, int64 now, bool new_lock)
+lq_durability_end_shown(const char *lock_id, int64 ttl, int64 now,
+						bool new_lock)
 {
 	int64		max_grace = (int64) lockq_max_grace * USECS_PER_SEC;
 	LqMarker   *m;
@@ -446,7 +449,7 @@ lq_ledger_end_shown(const char *lock_id, int64 ttl, int64 now, bool new_lock)
 }
 
 /*
- * lq_ledger_end_covered: may the end of this grant (of lock_id, with this
+ * lq_durability_end_covered: may the end of this grant (of lock_id, with this
  * ttl) be shown before its flush, with no flush of this batch to make it
  * so?  Then its lock is unsettled with a fence_ttl that covers ttl (its own
  * marker, or the wide one), written by a batch that was flushed before
@@ -455,7 +458,7 @@ lq_ledger_end_shown(const char *lock_id, int64 ttl, int64 now, bool new_lock)
  * at the end of this batch, after which the grant is put in the table.
  */
 bool
-lq_ledger_end_covered(const char *lock_id, int64 ttl, int64 now)
+lq_durability_end_covered(const char *lock_id, int64 ttl, int64 now)
 {
 	LqMarker   *m;
 
@@ -485,15 +488,15 @@ lq_marker_covering(const char *key, int64 expires, int64 ttl)
 }
 
 /*
- * lq_ledger_covers: may this grant (of lock_id, lease until expires, with
+ * lq_durability_covers: may this grant (of lock_id, lease until expires, with
  * this ttl) do without its lockq.owners row?  Then a crash could neither
  * keep its lease (the marker's until delays the lock past it) nor needs
  * the row to end it (its fence_ttl covers the ttl): its own marker or the
  * wide one covers both, written by a batch flushed before anyone learns of
- * the grant.  The batch relies on that marker, as lq_ledger_end_covered.
+ * the grant.  The batch relies on that marker, as lq_durability_end_covered.
  */
 bool
-lq_ledger_covers(const char *lock_id, int64 expires, int64 ttl, int64 now)
+lq_durability_covers(const char *lock_id, int64 expires, int64 ttl, int64 now)
 {
 	LqMarker   *m;
 
@@ -510,13 +513,13 @@ lq_ledger_covers(const char *lock_id, int64 expires, int64 ttl, int64 now)
 }
 
 /*
- * lq_ledger_hold_lifted: the holder of the grant that survived a restart
+ * lq_durability_hold_lifted: the holder of the grant that survived a restart
  * with an unknown downtime released or renewed it, so its lock need not
  * wait for it any longer.  Written in this batch, flushed or not: lost, it
  * only keeps a delay that is no longer needed.
  */
 void
-lq_ledger_hold_lifted(const char *lock_id)
+lq_durability_hold_lifted(const char *lock_id)
 {
 	LqMarker   *m = lq_marker_touch(lock_id, false);
 
@@ -545,7 +548,7 @@ lq_wide_covers(const char *lock_id, int64 expires, int64 ttl)
 }
 
 /*
- * lq_ledger_settle_markers settles the unsettled locks that have been
+ * lq_durability_settle_markers settles the unsettled locks that have been
  * quiet long enough: everything shown relying on them is flushed by now
  * (WAL is sequential: once the last batch that relied on a marker is
  * flushed, nothing it covers can be lost), and nothing was shown relying
@@ -556,7 +559,7 @@ lq_wide_covers(const char *lock_id, int64 expires, int64 ttl)
  * LQ_SETTLE_PERIOD_US.
  */
 void
-lq_ledger_settle_markers(int64 now)
+lq_durability_settle_markers(int64 now)
 {
 	HASH_SEQ_STATUS seq;
 	LqMarker   *m;
@@ -607,13 +610,13 @@ lq_ledger_settle_markers(int64 now)
 }
 
 /*
- * lq_ledger_take_needs_rows returns (and forgets) the locks whose markers
+ * lq_durability_take_needs_rows returns (and forgets) the locks whose markers
  * could not settle because a grant there may have no row: the caller gives
- * those grants their rows (lq_state_give_rows), in this batch, so that the
+ * those grants their rows (lq_rules_give_rows), in this batch, so that the
  * marker can settle in a later one.  *all: every lock's.
  */
 List *
-lq_ledger_take_needs_rows(bool *all)
+lq_durability_take_needs_rows(bool *all)
 {
 	List	   *l = lq_needs_rows;
 
@@ -624,58 +627,59 @@ lq_ledger_take_needs_rows(bool *all)
 }
 
 /*
- * lq_ledger_next_deadline: when the next settling is due (0: nothing to
+ * lq_durability_next_deadline: when the next settling is due (0: nothing to
  * settle).
  */
 int64
-lq_ledger_next_deadline(void)
+lq_durability_next_deadline(void)
 {
 	return hash_get_num_entries(lq_markers) > 0 ? lq_next_settle : 0;
 }
 
 /*
- * lq_ledger_extend_clock moves the clock's durable ceiling to now plus the
+ * lq_durability_extend_clock moves the clock's durable ceiling to now plus the
  * reserve, in this batch, which is then flushed before anything is shown.
  */
 void
-lq_ledger_extend_clock(int64 now)
+lq_durability_extend_clock(int64 now)
 {
 	int64		ceiling = now + LQ_CLOCK_RESERVE_US;
 
-	lq_store_clock_write(ceiling);
+	lq_tables_clock_write(ceiling);
 	lq_pending_clock = ceiling;
 	lq_file_dirty = true;
 	lq_flush = true;
 }
 
 /*
- * lq_ledger_tick hands out a clock value for something others will see (a
+ * lq_durability_tick hands out a clock value for something others will see (a
  * queue position, an acquisition time).  It may pass the published ceiling
  * up to the ceiling this batch is making durable, extending it if needed;
  * nothing of the batch is shown before that commit.
  */
 int64
-lq_ledger_tick(void)
+lq_durability_tick(void)
 {
 	int64		v;
 
 	if (lq_clock_next(Max(lq_clock_ceiling(), lq_pending_clock), &v))
 		return v;
-	lq_ledger_extend_clock(lq_clock_peek());
+	lq_durability_extend_clock(lq_clock_peek());
 	if (!lq_clock_next(lq_pending_clock, &v))
 		elog(ERROR, "lockq clock could not be advanced");
 	return v;
 }
 
 /*
- * lq_ledger_next_token issues a fencing token: one above the last, raising
+ * lq_durability_next_token issues a fencing token: one above the last, raising
  * the durable ceiling first when the reserve is used up.  (Each start of
- * the lock server moves the tokens up to its clock first: lq_ledger_start.)
- * Backends take tokens from the same counter for the grants they make by
- * themselves (lq_token_take), hence the atomic increment.
+ * the lock server moves the tokens up to its clock first:
+ * lq_durability_start.) Backends take tokens from the same counter for the
+ * grants they make by themselves (lq_shmem_token_take), hence the atomic
+ * increment.
  */
 int64
-lq_ledger_next_token(void)
+lq_durability_next_token(void)
 {
 	int64		token = (int64) pg_atomic_add_fetch_u64(&lq_shared->token_high, 1);
 
@@ -683,7 +687,7 @@ lq_ledger_next_token(void)
 	{
 		int64		ceiling = token + LQ_TOKEN_RESERVE;
 
-		lq_store_token_write(ceiling);
+		lq_tables_token_write(ceiling);
 		lq_pending_token = ceiling;
 		lq_file_dirty = true;
 		lq_flush = true;
@@ -696,7 +700,7 @@ lq_ledger_next_token(void)
  * where the clock resumes: continuously, from the state file's offset,
  * when the machine has not rebooted since this server last ran it (the
  * time it was down counts); otherwise at the wall clock or above every
- * ceiling, and then the downtime is not known (see lq_store_settle).  The
+ * ceiling, and then the downtime is not known (see lq_tables_settle).  The
  * first attempt decides; a retry after it failed keeps its decision (the
  * state file may have been written meanwhile).
  */
@@ -719,7 +723,7 @@ lq_plan_clock(const LqStateFile *file, bool have_file, const char *boot,
 	}
 	else
 	{
-		int64		start = Max(lq_wall_us(), clock_ceiling + 1);
+		int64		start = Max(lq_clock_wall_us(), clock_ceiling + 1);
 
 		offset = start - lq_clock_boottime_us();
 		last = start - 1;
@@ -750,7 +754,7 @@ lq_raise_token_ceiling(int64 ceiling, bool reset)
 }
 
 /*
- * lq_ledger_start takes over the ceilings and the clock when the lock
+ * lq_durability_start takes over the ceilings and the clock when the lock
  * server starts, in its first transaction, and returns the clock reading.
  *
  * first_start (shared memory made anew: a server start, a crash restart,
@@ -760,9 +764,9 @@ lq_raise_token_ceiling(int64 ceiling, bool reset)
  * last lock server to raise the ceiling: lockq time is then CLOCK_BOOTTIME
  * plus the same offset, and the time the server was down counts exactly.
  * Otherwise it starts at the wall clock, or above the ceiling if the wall
- * clock is behind, and the downtime is not known: lq_store_settle then
+ * clock is behind, and the downtime is not known: lq_tables_settle then
  * counts leases from low, the earliest the stop can have been.  Then the
- * state left by the stop is settled (lq_store_settle).
+ * state left by the stop is settled (lq_tables_settle).
  *
  * Otherwise (the lock server restarted, shared memory kept): the clock and
  * the token counter run on; the ceilings are read again (the extension may
@@ -784,10 +788,10 @@ lq_raise_token_ceiling(int64 ceiling, bool reset)
  * that they replicate, and the batch is flushed.
  */
 int64
-lq_ledger_start(bool first_start)
+lq_durability_start(bool first_start)
 {
-	int64		seq_clock = lq_store_clock_read();
-	int64		seq_token = lq_store_token_read();
+	int64		seq_clock = lq_tables_clock_read();
+	int64		seq_token = lq_tables_token_read();
 	LqStateFile file;
 	bool		have_file = lq_statefile_read(&file);
 	char		boot[LQ_BOOT_ID_LEN];
@@ -795,7 +799,7 @@ lq_ledger_start(bool first_start)
 	int64		token_ceiling;
 	int64		now;
 
-	lq_boot_id(boot);
+	lq_statefile_boot_id(boot);
 	clock_ceiling = Max(seq_clock, have_file ? file.clock_ceiling : 0);
 	token_ceiling = Max(seq_token, have_file ? file.token_ceiling : 0);
 	token_ceiling = Max(token_ceiling, (int64) pg_atomic_read_u64(&lq_shared->token_high));
@@ -814,7 +818,8 @@ lq_ledger_start(bool first_start)
 		lq_file.token_ceiling = token_ceiling;
 		lq_statefile_write(&lq_file);
 		now = lq_clock_peek();
-		lq_store_settle(now, lq_shared->start_continuous, lq_shared->start_low);
+		lq_tables_settle(now, lq_shared->start_continuous,
+						 lq_shared->start_low);
 	}
 	else
 	{
@@ -834,9 +839,9 @@ lq_ledger_start(bool first_start)
 		now = lq_clock_peek();
 	}
 	if (seq_clock < clock_ceiling)
-		lq_store_clock_write(clock_ceiling);
+		lq_tables_clock_write(clock_ceiling);
 	if (seq_token < lq_shared->token_ceiling)
-		lq_store_token_write(lq_shared->token_ceiling);
+		lq_tables_token_write(lq_shared->token_ceiling);
 	return now;
 }
 
@@ -867,19 +872,19 @@ lq_load_marker(const LqUnsettledRow *row, void *arg)
 }
 
 /*
- * lq_ledger_load reads the unsettled locks (after lq_ledger_start) and
+ * lq_durability_load reads the unsettled locks (after lq_durability_start) and
  * returns the delayed ones, for the rules to honour; the wide marker's
  * delay, which is every lock's, comes apart in *all_until (0: none).
  */
 List *
-lq_ledger_load(int64 now, int64 *all_until)
+lq_durability_load(int64 now, int64 *all_until)
 {
 	List	   *delays = NIL;
 	ListCell   *lc;
 
 	lq_markers_reset();
 	lq_next_settle = now + LQ_SETTLE_PERIOD_US;
-	lq_store_load_unsettled(lq_load_marker, &delays);
+	lq_tables_load_unsettled(lq_load_marker, &delays);
 	*all_until = 0;
 	foreach(lc, delays)
 	{
@@ -895,14 +900,14 @@ lq_ledger_load(int64 now, int64 *all_until)
 }
 
 /*
- * lq_ledger_stop records a clean stop, in a batch that is flushed: the
+ * lq_durability_stop records a clean stop, in a batch that is flushed: the
  * ceilings come down to exactly what was shown (so that restarts skip
  * nothing), the unsettled locks settle (the flush covers all they
  * covered; a delay still running is kept), and after the commit the state
  * file says where the clock stopped.
  */
 void
-lq_ledger_stop(int64 last_clock)
+lq_durability_stop(int64 last_clock)
 {
 	HASH_SEQ_STATUS seq;
 	LqMarker   *m;
@@ -910,9 +915,9 @@ lq_ledger_stop(int64 last_clock)
 	ListCell   *lc;
 	int64		token = (int64) pg_atomic_read_u64(&lq_shared->token_high);
 
-	lq_store_clock_write(last_clock);
+	lq_tables_clock_write(last_clock);
 	if (token > 0)
-		lq_store_token_write(token);
+		lq_tables_token_write(token);
 
 	hash_seq_init(&seq, lq_markers);
 	while ((m = hash_seq_search(&seq)) != NULL)

@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * lockq_state.c
+ * lockq_rules.c
  *		The lock server's in-memory lock table and the rules of lockq: FIFO
  *		queues, hand-off to the head, leases, re-entrancy, and what cancels
  *		and session ends leave behind (nothing).
@@ -10,8 +10,8 @@
  * while the worker runs; every change is also recorded where the worker can
  * rebuild this state from after a restart or an error: grants that outlive
  * their session and client-side waiters in the tables, in the same
- * transaction (lockq_store.c); session-bound grants in shared memory
- * (lockq_grants.c) and waiting backends in their request slots, both when
+ * transaction (lockq_tables.c); session-bound grants in shared memory
+ * (lockq_session.c) and waiting backends in their request slots, both when
  * the batch is published.  Answers to backends and NOTIFYs are collected
  * by the worker and only released after the commit.
  *
@@ -28,7 +28,7 @@
  * (see LICENSE).
  *
  * IDENTIFICATION
- *		src/lockq_state.c
+ *		src/lockq_rules.c
  *
  *-------------------------------------------------------------------------
  */
@@ -44,16 +44,16 @@
 #include "utils/memutils.h"
 
 #include "lockq_clock.h"
-#include "lockq_fault.h"
+#include "lockq_durability.h"
 #include "lockq_fastpath.h"
-#include "lockq_grants.h"
-#include "lockq_leases.h"
+#include "lockq_fault.h"
 #include "lockq_guc.h"
-#include "lockq_ledger.h"
+#include "lockq_leases.h"
 #include "lockq_outbox.h"
+#include "lockq_rules.h"
+#include "lockq_session.h"
 #include "lockq_shmem.h"
-#include "lockq_state.h"
-#include "lockq_store.h"
+#include "lockq_tables.h"
 
 /*
  * A deadline in a timer heap: a lease end, or a waiter's deadline.  There
@@ -64,7 +64,7 @@
  * waiter's role; delays after a restart in a group of their own), and
  * lq_timers orders the groups by their earliest deadline.  A batch fires
  * the due timers of the groups in turns, a slice each, and at most
- * LQ_TIMERS_PER_BATCH (lq_state_run_timers), so that one role's wave of
+ * LQ_TIMERS_PER_BATCH (lq_rules_run_timers), so that one role's wave of
  * expiries delays another role's hand-offs by a slice, not by the wave.
  */
 #define LQ_TIMER_SLICE			32
@@ -98,7 +98,7 @@ struct LqTimerGroup
 	int64		first_at;		/* its earliest deadline, while queued */
 	bool		queued;			/* in lq_timers (not while it has no timer,
 								 * nor during its turn in
-								 * lq_state_run_timers) */
+								 * lq_rules_run_timers) */
 	bool		in_turn;
 };
 
@@ -110,7 +110,7 @@ typedef struct LqLock
 	bool		held;
 	bool		ending;			/* grant over, row deletion deferred */
 	bool		in_deferred;
-	bool		in_shmem;		/* session-bound: in lockq_grants.c, not in
+	bool		in_shmem;		/* session-bound: in lockq_session.c, not in
 								 * lockq.owners */
 	bool		quick;			/* offered to lockq_leases.c: its session may
 								 * release it by itself */
@@ -137,7 +137,7 @@ typedef struct LqLock
 	LqTimer		lease;
 	LqTimer		row;			/* while rowless: when it gets its row */
 	int64		delay_until;	/* after a restart: nothing is granted
-								 * before this (see lockq_ledger.c), the
+								 * before this (see lockq_durability.c), the
 								 * later of lost_until and hold_until */
 	int64		lost_until;		/* leases that may have been lost end */
 	int64		hold_token;		/* a grant that survived, whose holder */
@@ -194,7 +194,7 @@ typedef struct LqHolder
 	int64		acquired;
 	int64		expires;
 	Oid			role;
-	bool		in_shmem;		/* session-bound: lockq_grants.c, no row */
+	bool		in_shmem;		/* session-bound: lockq_session.c, no row */
 	int			session_slot;	/* session-bound: its live session's slot */
 	int			session_pid;
 	int64		session_start;
@@ -244,19 +244,19 @@ typedef enum LqEndReason
 	LQ_END_CANCEL
 } LqEndReason;
 
-static MemoryContext lq_state_cxt = NULL;
+static MemoryContext lq_rules_cxt = NULL;
 static HTAB *lq_locks = NULL;
 static HTAB *lq_waiters = NULL;
 static pairingheap *lq_timers = NULL;	/* of LqTimerGroup */
 static HTAB *lq_timer_groups = NULL;	/* LqTimerGroup by role */
 static pairingheap *lq_wait_timers = NULL;
-static bool lq_tables_blocked = false;	/* lq_state_run_wait_timeouts:
+static bool lq_memory_only = false;		/* lq_rules_run_wait_timeouts:
 										 * only memory may be touched */
 static dlist_head lq_deferred;
 static LqSession *lq_sessions = NULL;
 static int64 lq_nwaiters = 0;
 static int64 lq_nholders = 0;
-static int	lq_nsession_grants = 0; /* in lockq_grants.c, or about to be */
+static int	lq_nsession_grants = 0; /* in lockq_session.c, or about to be */
 static int	lq_nquick = 0;		/* grants in lockq_leases.c, or about to be */
 static int	lq_ndelayed = 0;	/* locks delayed after a restart */
 static HTAB *lq_roles = NULL;	/* LqRoleUsage by role */
@@ -357,7 +357,7 @@ lq_timer_group(Oid role)
 
 	if (!found)
 	{
-		MemoryContext old = MemoryContextSwitchTo(lq_state_cxt);
+		MemoryContext old = MemoryContextSwitchTo(lq_rules_cxt);
 
 		g->heap = pairingheap_allocate(lq_timer_cmp, NULL);
 		g->queued = false;
@@ -421,37 +421,37 @@ lq_timer_first_of_groups(void)
 }
 
 /*
- * lq_state_reset forgets everything (the tables stay as they are).
+ * lq_rules_reset forgets everything (the tables stay as they are).
  */
 static void
-lq_state_reset(void)
+lq_rules_reset(void)
 {
 	HASHCTL		ctl;
 	int			i;
 	MemoryContext old;
 
-	MemoryContextReset(lq_state_cxt);
-	lq_hint_reset();
-	old = MemoryContextSwitchTo(lq_state_cxt);
+	MemoryContextReset(lq_rules_cxt);
+	lq_shmem_hint_reset();
+	old = MemoryContextSwitchTo(lq_rules_cxt);
 
 	memset(&ctl, 0, sizeof(ctl));
 	ctl.keysize = LQ_MAX_ID_LEN + 1;
 	ctl.entrysize = sizeof(LqLock);
-	ctl.hcxt = lq_state_cxt;
+	ctl.hcxt = lq_rules_cxt;
 	lq_locks = hash_create("lockq locks", 1024, &ctl,
 						   HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
 
 	memset(&ctl, 0, sizeof(ctl));
 	ctl.keysize = sizeof(LqWaiterKey);
 	ctl.entrysize = sizeof(LqWaiter);
-	ctl.hcxt = lq_state_cxt;
+	ctl.hcxt = lq_rules_cxt;
 	lq_waiters = hash_create("lockq waiters", 1024, &ctl,
 							 HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 
 	memset(&ctl, 0, sizeof(ctl));
 	ctl.keysize = sizeof(Oid);
 	ctl.entrysize = sizeof(LqRoleUsage);
-	ctl.hcxt = lq_state_cxt;
+	ctl.hcxt = lq_rules_cxt;
 	lq_roles = hash_create("lockq role usage", 64, &ctl,
 						   HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 
@@ -459,7 +459,7 @@ lq_state_reset(void)
 	memset(&ctl, 0, sizeof(ctl));
 	ctl.keysize = sizeof(Oid);
 	ctl.entrysize = sizeof(LqTimerGroup);
-	ctl.hcxt = lq_state_cxt;
+	ctl.hcxt = lq_rules_cxt;
 	lq_timer_groups = hash_create("lockq timer groups", 64, &ctl,
 								  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 	lq_wait_timers = pairingheap_allocate(lq_timer_cmp, NULL);
@@ -485,14 +485,14 @@ lq_state_reset(void)
 }
 
 /*
- * lq_state_init creates the state's memory context.  Worker start only.
+ * lq_rules_init creates the state's memory context.  Worker start only.
  */
 void
-lq_state_init(void)
+lq_rules_init(void)
 {
-	lq_state_cxt = AllocSetContextCreate(TopMemoryContext, "lockq state",
+	lq_rules_cxt = AllocSetContextCreate(TopMemoryContext, "lockq state",
 										 ALLOCSET_DEFAULT_SIZES);
-	lq_state_reset();
+	lq_rules_reset();
 }
 
 /*
@@ -510,7 +510,7 @@ lq_queue_length_changed(int from, int to)
 		while (size <= to)
 			size *= 2;
 		if (lq_qlen_locks == NULL)
-			lq_qlen_locks = MemoryContextAllocZero(lq_state_cxt,
+			lq_qlen_locks = MemoryContextAllocZero(lq_rules_cxt,
 												   size * sizeof(int));
 		else
 		{
@@ -527,7 +527,7 @@ lq_queue_length_changed(int from, int to)
 	if (to > lq_longest)
 	{
 		lq_longest = to;
-		lq_stat_queue_length((uint64) to);
+		lq_shmem_stat_queue_length((uint64) to);
 	}
 	else if (from == lq_longest && lq_qlen_locks[from] == 0)
 		lq_longest = to;
@@ -568,7 +568,7 @@ lq_role_count(Oid role, size_t field, int delta)
 static char *
 lq_strdup(const char *s)
 {
-	return (s == NULL || s[0] == '\0') ? NULL : MemoryContextStrdup(lq_state_cxt, s);
+	return (s == NULL || s[0] == '\0') ? NULL : MemoryContextStrdup(lq_rules_cxt, s);
 }
 
 static void
@@ -632,7 +632,7 @@ lq_lock_new(const char *lock_id)
  * (lockq_fastpath.c, taken out of its table by the caller) the holder of
  * lock, as if the rules had made it: in its session's list, with its lease
  * timer (which fires at once if the lease ran out meanwhile).  Its entry in
- * lockq_grants.c is already published.
+ * lockq_session.c is already published.
  */
 static void
 lq_adopt_fast_grant(LqLock *lock, const LqFastGrant *fast)
@@ -640,10 +640,10 @@ lq_adopt_fast_grant(LqLock *lock, const LqFastGrant *fast)
 	LqSessionGrant g;
 	char		owner[LQ_MAX_OWNER_LEN + 1];
 
-	if (!lq_grants_get(fast->token, &g))
+	if (!lq_session_get(fast->token, &g))
 		elog(ERROR, "lockq: the grant of lock \"%s\" with token " INT64_FORMAT " made by a backend is gone",
 			 fast->lock_id, fast->token);
-	lq_format_session_owner(owner, sizeof(owner), g.pid, g.session_start);
+	lq_session_format_owner(owner, sizeof(owner), g.pid, g.session_start);
 	{
 		LqHolder	h = {.owner = owner, .token = g.token, .ttl = g.ttl,
 			.acquired = g.acquired, .expires = g.expires, .role = g.role,
@@ -664,7 +664,7 @@ lq_adopt_fast_grant(LqLock *lock, const LqFastGrant *fast)
 static void
 lq_adopt_fast_of_slot(int slotno)
 {
-	List	   *fast = lq_fast_adopt_slot(slotno);
+	List	   *fast = lq_fastpath_adopt_slot(slotno);
 	ListCell   *lc;
 
 	foreach(lc, fast)
@@ -679,7 +679,7 @@ lq_adopt_fast_of_slot(int slotno)
 /*
  * lq_lock_lookup finds lock_id in the rules' state.  A lock they have
  * nothing of may have been granted by a backend by itself: that grant is
- * adopted first (lq_fast_adopt), so that whatever the caller does next
+ * adopted first (lq_fastpath_adopt), so that whatever the caller does next
  * meets it.  With create, a lock not found is entered (free).
  */
 static LqLock *
@@ -690,7 +690,7 @@ lq_lock_lookup(const char *lock_id, bool create)
 
 	if (lock != NULL)
 		return lock;
-	if (lq_fast_adopt(lock_id, create, &fast))
+	if (lq_fastpath_adopt(lock_id, create, &fast))
 	{
 		lock = lq_lock_new(lock_id);
 		lq_adopt_fast_grant(lock, &fast);
@@ -723,7 +723,7 @@ lq_delay_new_lock(LqLock *lock)
  * lq_lock_is_new: is this change (a lease or an early end shown) one of the
  * first two of the lock since the rules met it, its first grant and the
  * end of that?  Only such changes may rely on the wide marker (see
- * lockq_ledger.c) and count towards lockq.max_unsettled_rate: a lock that
+ * lockq_durability.c) and count towards lockq.max_unsettled_rate: a lock that
  * keeps changing hands gets a marker of its own, which one flush every
  * 2 s keeps covering it.
  */
@@ -774,7 +774,7 @@ lq_waiter_lookup(const char *lock_id, const char *owner)
 static bool
 lq_released_by_holder(LqLock *lock)
 {
-	return lock->in_shmem && lq_grants_is_released(lock->token);
+	return lock->in_shmem && lq_session_is_released(lock->token);
 }
 
 static bool
@@ -808,38 +808,22 @@ lq_reply(int slotno, uint64 reqid, LqStatus status, int64 token, bool fresh)
 }
 
 /*
- * lq_reply_fail answers a request with an error: sqlerrcode, the message
- * and the hint (NULL: none).  Nothing is changed.
+ * lq_reply_fail answers a request with an error (see LqError) and the
+ * number its message names (arg, 0 if none); the backend raises it.
+ * Nothing is changed.
  */
 static void
-lq_reply_fail(int slotno, uint64 reqid, int sqlerrcode, const char *message,
-			  const char *hint)
+lq_reply_fail(int slotno, uint64 reqid, LqError error, int64 arg)
 {
 	LqResult	res;
 
-	lq_result_error(&res, sqlerrcode, message, hint);
+	lq_shmem_result_error(&res, error, arg);
 	lq_outbox_reply(slotno, reqid, &res);
-}
-
-static void
-lq_reply_error(int slotno, uint64 reqid, int sqlerrcode, const char *fmt,...)
-pg_attribute_printf(4, 5);
-
-static void
-lq_reply_error(int slotno, uint64 reqid, int sqlerrcode, const char *fmt,...)
-{
-	va_list		ap;
-	char		buf[1024];
-
-	va_start(ap, fmt);
-	vsnprintf(buf, sizeof(buf), fmt, ap);
-	va_end(ap);
-	lq_reply_fail(slotno, reqid, sqlerrcode, buf, NULL);
 }
 
 /*
  * lq_may_act: may this request act for an owner whose grant or wait role
- * made?  The same role may, and so may an administrator (lq_is_admin) and
+ * made?  The same role may, and so may an administrator (lq_call_is_admin) and
  * a session for its own session-bound owner, whatever role it has switched
  * to since: that owner name cannot be given by anyone else.
  */
@@ -851,39 +835,25 @@ lq_may_act(const LqRequest *req, Oid role)
 
 /*
  * lq_reply_forbidden answers a request that named an owner of another role
- * (insufficient_privilege); nothing is changed.
+ * (LQ_ERR_OTHER_ROLE); nothing is changed.
  */
 static void
-lq_reply_forbidden(int slotno, uint64 reqid, const LqRequest *req)
+lq_reply_forbidden(int slotno, uint64 reqid)
 {
-	char		msg[1024];
-	char		hint[256];
-
-	snprintf(msg, sizeof(msg),
-			 "owner \"%s\" of lock \"%s\" belongs to another role",
-			 req->owner, req->lock_id);
-	snprintf(hint, sizeof(hint),
-			 "Only the role that took the lock or queued the wait, or a member of %s, can act for its owner.",
-			 LQ_ADMIN_ROLE);
-	lq_reply_fail(slotno, reqid, ERRCODE_INSUFFICIENT_PRIVILEGE, msg, hint);
+	lq_reply_fail(slotno, reqid, LQ_ERR_OTHER_ROLE, 0);
 }
 
 /*
- * lq_session_room: is there room in shared memory for one more
+ * lq_room_for_session_grant: is there room in shared memory for one more
  * session-bound grant?  If not, the request is answered with an error.
  */
 static bool
-lq_session_room(int slotno, uint64 reqid)
+lq_room_for_session_grant(int slotno, uint64 reqid)
 {
-	char		hint[256];
-
-	if (lq_nsession_grants < lq_grants_max())
+	if (lq_nsession_grants < lq_session_max())
 		return true;
-	snprintf(hint, sizeof(hint),
-			 "Increase \"lockq.session_locks_per_backend\" (%d), or take the lock with an owner.",
-			 lockq_session_locks_per_backend);
-	lq_reply_fail(slotno, reqid, ERRCODE_OUT_OF_MEMORY,
-				  "out of shared memory for session-bound locks", hint);
+	lq_reply_fail(slotno, reqid, LQ_ERR_NO_SESSION_ROOM,
+				  lockq_session_locks_per_backend);
 	return false;
 }
 
@@ -953,7 +923,7 @@ lq_hold_lock(LqLock *lock, const LqHolder *h)
 	lock->session_pid = h->in_shmem ? h->session_pid : 0;
 	lock->session_start = h->in_shmem ? h->session_start : 0;
 	lq_nholders++;
-	lq_hint_held(lock->lock_id, lock->owner);
+	lq_shmem_hint_held(lock->lock_id, lock->owner);
 	if (h->in_shmem)
 	{
 		lq_nsession_grants++;
@@ -978,8 +948,8 @@ lq_put_lease_entry(const LqLock *lock, int64 expires, bool rowless)
 /*
  * lq_offer_quick_release lets the holder of a leased grant that this batch
  * made or renewed release it without waiting for the lock server, when
- * the ledger says its end may be shown before its flush
- * (lq_ledger_end_covered); otherwise it takes that away.  Seen when the
+ * lockq_durability.c says its end may be shown before its flush
+ * (lq_durability_end_covered); otherwise it takes that away.  Seen when the
  * batch is published (lockq_leases.c).  The entry of a grant that had no
  * row stays all the same, closed to releases (a lease end of 0 there):
  * transactions fenced on it then are counted there, and its end waits for
@@ -989,7 +959,7 @@ static void
 lq_offer_quick_release(LqLock *lock, int64 now)
 {
 	if ((lock->quick || lq_nquick < lq_leases_capacity()) &&
-		lq_ledger_end_covered(lock->lock_id, lock->ttl, now))
+		lq_durability_end_covered(lock->lock_id, lock->ttl, now))
 	{
 		if (!lock->quick)
 			lq_nquick++;
@@ -1028,18 +998,18 @@ lq_give_row(LqLock *lock)
 		return;
 	lq_timer_disarm(&lock->row);
 	lq_owner_row(lock, &row);
-	lq_store_owner_insert(&row, &lock->row_tid);
+	lq_tables_owner_insert(&row, &lock->row_tid);
 	lock->rowless = false;
 	lq_put_lease_entry(lock, lock->expires, false);
 }
 
 /*
- * lq_state_give_rows gives the grants of these locks (lock ids), or of every
+ * lq_rules_give_rows gives the grants of these locks (lock ids), or of every
  * lock without a row when all, their rows: see lq_give_row.  Lock server,
  * inside a batch.
  */
 void
-lq_state_give_rows(List *lock_ids, bool all)
+lq_rules_give_rows(List *lock_ids, bool all)
 {
 	ListCell   *lc;
 
@@ -1066,10 +1036,10 @@ lq_state_give_rows(List *lock_ids, bool all)
  * lq_grant makes h's owner the holder of a free lock: a new token and a
  * lease of lease microseconds from now (h's token and times are set
  * here).  A grant that outlives its session gets a row in lockq.owners, and
- * lq_ledger_lease_shown decides whether the batch must be flushed first.
+ * lq_durability_lease_shown decides whether the batch must be flushed first.
  * A session-bound grant (h->in_shmem; the caller made sure there is room,
- * lq_session_room) is filed under its session, to end with it, and kept in
- * shared memory only: it needs no row, no flush and no unsettled lock,
+ * lq_room_for_session_grant) is filed under its session, to end with it, and
+ * kept in shared memory only: it needs no row, no flush and no unsettled lock,
  * since a crash ends every session and its holder learns of that from its
  * broken connection, as with pg_advisory_lock.
  */
@@ -1078,9 +1048,9 @@ lq_grant(LqLock *lock, LqHolder *h, int64 lease)
 {
 	LqOwnerRow	row;
 
-	h->acquired = lq_ledger_tick();
+	h->acquired = lq_durability_tick();
 	h->expires = h->acquired + lease;
-	h->token = lq_ledger_next_token();
+	h->token = lq_durability_next_token();
 	lq_hold_lock(lock, h);
 	if (lock->in_shmem)
 	{
@@ -1089,13 +1059,13 @@ lq_grant(LqLock *lock, LqHolder *h, int64 lease)
 	}
 	else
 	{
-		lq_ledger_lease_shown(lock->lock_id, lock->expires, lease, lock->acquired,
-							  lq_lock_is_new(lock));
+		lq_durability_lease_shown(lock->lock_id, lock->expires, lease,
+								  lock->acquired, lq_lock_is_new(lock));
 		/* covered by a marker for its lease and its end: no row needed */
 		lock->rowless = lockq_grant_row_delay > 0 &&
 			lq_nquick < lq_leases_capacity() &&
-			lq_ledger_covers(lock->lock_id, lock->expires, lock->ttl,
-							 lock->acquired);
+			lq_durability_covers(lock->lock_id, lock->expires, lock->ttl,
+								 lock->acquired);
 		if (lock->rowless)
 		{
 			lock->was_rowless = true;
@@ -1106,19 +1076,19 @@ lq_grant(LqLock *lock, LqHolder *h, int64 lease)
 		else
 		{
 			lq_owner_row(lock, &row);
-			lq_store_owner_insert(&row, &lock->row_tid);
+			lq_tables_owner_insert(&row, &lock->row_tid);
 		}
 		lq_offer_quick_release(lock, lock->acquired);
 	}
 	lq_timer_arm(&lock->lease, lock->expires);
-	lq_stat_add(LQ_STAT_GRANTS, 1);
+	lq_shmem_stat_add(LQ_STAT_GRANTS, 1);
 	return lock->token;
 }
 
 /*
  * lq_lift_hold: the holder of a grant that survived a restart with an
  * unknown downtime released or renewed it; its lock no longer waits for
- * what that holder may have counted on (see lockq_ledger.c), only for
+ * what that holder may have counted on (see lockq_durability.c), only for
  * leases that may have been lost.  The delay timer is moved or disarmed;
  * the caller hands the lock on.
  */
@@ -1129,7 +1099,7 @@ lq_lift_hold(LqLock *lock, int64 now)
 		return;
 	lock->hold_until = 0;
 	lock->hold_token = 0;
-	lq_ledger_hold_lifted(lock->lock_id);
+	lq_durability_hold_lifted(lock->lock_id);
 	if (!lock->delay.armed)
 		return;
 	if (lock->lost_until > now)
@@ -1159,7 +1129,7 @@ lq_own_ttl(const LqLock *lock)
 /*
  * lq_set_lease moves the current grant's lease end, and confirms a client
  * grant.  The holder of a grant outliving its session relies on the new
- * end: see lq_worker_lease_shown.
+ * end: see lq_durability_lease_shown.
  */
 static void
 lq_set_lease(LqLock *lock, int64 expires)
@@ -1177,18 +1147,18 @@ lq_set_lease(LqLock *lock, int64 expires)
 		if (!lock->rowless)
 		{
 			lq_owner_row(lock, &row);
-			lq_store_owner_update(&lock->row_tid, &row);
+			lq_tables_owner_update(&lock->row_tid, &row);
 		}
-		lq_ledger_lease_shown(lock->lock_id, expires, expires - now, now,
-							  lq_lock_is_new(lock));
+		lq_durability_lease_shown(lock->lock_id, expires, expires - now, now,
+								  lq_lock_is_new(lock));
 		if (lock->rowless &&
-			!lq_ledger_covers(lock->lock_id, expires, lock->ttl, now))
+			!lq_durability_covers(lock->lock_id, expires, lock->ttl, now))
 			lq_give_row(lock);
 		lq_offer_quick_release(lock, now);
 		lq_lift_hold(lock, now);
 	}
 	lq_timer_arm(&lock->lease, expires);
-	lq_stat_add(LQ_STAT_RENEWALS, 1);
+	lq_shmem_stat_add(LQ_STAT_RENEWALS, 1);
 }
 
 /*
@@ -1243,7 +1213,7 @@ lq_waiter_insert_row(LqWaiter *w)
 	row.heartbeat = w->heartbeat;
 	row.role = w->role;
 	row.channel = w->channel;
-	lq_store_queue_insert(&row, &w->row_tid);
+	lq_tables_queue_insert(&row, &w->row_tid);
 }
 
 /*
@@ -1257,7 +1227,7 @@ lq_waiter_insert_row(LqWaiter *w)
 static int64
 lq_fresh_ts(LqLock *lock, int64 since)
 {
-	int64		tick = lq_ledger_tick();
+	int64		tick = lq_durability_tick();
 	int64		tail = 0;
 	int64		ts;
 
@@ -1309,7 +1279,7 @@ lq_waiter_create(LqLock *lock, const LqWaiterSpec *spec)
 	lq_role_count(spec->role, offsetof(LqRoleUsage, waiters), 1);
 
 	if (fresh)
-		lq_stat_add(LQ_STAT_ENQUEUES, 1);
+		lq_shmem_stat_add(LQ_STAT_ENQUEUES, 1);
 	if (!spec->client)
 	{
 		lq_slot_set_queued(spec->slotno, w->ts);
@@ -1376,10 +1346,8 @@ lq_waiter_remove(LqWaiter *w, bool delete_row)
 	if (w->await_slot >= 0)
 	{
 		/* a grant detaches its lockq_await first: this is another end */
-		lq_reply_error(w->await_slot, w->await_reqid,
-					   ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-					   "owner \"%s\" is no longer waiting for lock \"%s\"",
-					   w->key.owner, lock->lock_id);
+		lq_reply_fail(w->await_slot, w->await_reqid,
+					  LQ_ERR_NO_LONGER_WAITING, 0);
 		lq_await_detach(w);
 	}
 	if (!w->client && w->slot >= 0)
@@ -1389,7 +1357,7 @@ lq_waiter_remove(LqWaiter *w, bool delete_row)
 		lq_slot_set_queued(w->slot, 0);
 	}
 	else if (delete_row)
-		lq_store_queue_delete(&w->row_tid);
+		lq_tables_queue_delete(&w->row_tid);
 	lq_strfree(&w->channel);
 	hash_search(lq_waiters, &w->key, HASH_REMOVE, NULL);
 }
@@ -1456,27 +1424,28 @@ lq_end_grant(LqLock *lock, LqEndReason why, int64 now)
 	switch (why)
 	{
 		case LQ_END_RELEASE:
-			lq_stat_add(LQ_STAT_RELEASES, 1);
+			lq_shmem_stat_add(LQ_STAT_RELEASES, 1);
 			break;
 		case LQ_END_EXPIRE:
-			lq_stat_add(LQ_STAT_EXPIRIES, 1);
+			lq_shmem_stat_add(LQ_STAT_EXPIRIES, 1);
 			lq_log_lease_end(lock, "expired", now);
 			break;
 		case LQ_END_SESSION:
-			lq_stat_add(LQ_STAT_SESSION_RELEASES, 1);
+			lq_shmem_stat_add(LQ_STAT_SESSION_RELEASES, 1);
 			break;
 		case LQ_END_FORCE:
-			lq_stat_add(LQ_STAT_FORCED_RELEASES, 1);
+			lq_shmem_stat_add(LQ_STAT_FORCED_RELEASES, 1);
 			lq_log_lease_end(lock, "was released by force", now);
 			break;
 		case LQ_END_CANCEL:
-			lq_stat_add(LQ_STAT_CANCELS, 1);
+			lq_shmem_stat_add(LQ_STAT_CANCELS, 1);
 			break;
 	}
 
 	/* its life: to its lease end if that came first (an expiry), else now */
-	lq_stat_add(LQ_STAT_HOLD_US,
-				(uint64) Max(Min(now, lock->expires) - lock->acquired, 0));
+	lq_shmem_stat_add(LQ_STAT_HOLD_US,
+					  (uint64) Max(Min(now, lock->expires) - lock->acquired,
+								   0));
 
 	lock->ending = true;
 	if (why == LQ_END_RELEASE || why == LQ_END_CANCEL)
@@ -1487,12 +1456,12 @@ lq_end_grant(LqLock *lock, LqEndReason why, int64 now)
 		 * Cut the lease short in memory; the row is only rewritten if it
 		 * has to stay (below), so that lockq_holds sees the end.  An end
 		 * before the lease's is one a crash must not undo (see
-		 * lockq_ledger.c); an end by time needs nothing.
+		 * lockq_durability.c); an end by time needs nothing.
 		 */
 		lock->expires = now;
 		if (!lock->in_shmem)
-			lq_ledger_end_shown(lock->lock_id, lock->ttl, now,
-								lq_lock_is_new(lock));
+			lq_durability_end_shown(lock->lock_id, lock->ttl, now,
+									lq_lock_is_new(lock));
 	}
 	lq_finish_end(lock, now);
 }
@@ -1501,7 +1470,7 @@ lq_end_grant(LqLock *lock, LqEndReason why, int64 now)
  * lq_defer_handoff puts an ending grant whose hand-off a fenced transaction
  * holds back on the deferred list.  Its lease timer now counts
  * lockq.fence_timeout from the grant's end: when that runs out, the
- * fencing transactions are ended (lq_end_fences).
+ * fencing transactions are ended (lq_terminate_fencers).
  */
 static void
 lq_defer_handoff(LqLock *lock, bool count)
@@ -1511,27 +1480,28 @@ lq_defer_handoff(LqLock *lock, bool count)
 	lq_timer_arm(&lock->lease,
 				 lock->expires + (int64) lockq_fence_timeout * 1000);
 	if (count)
-		lq_stat_add(LQ_STAT_DEFERRED_HANDOFFS, 1);
+		lq_shmem_stat_add(LQ_STAT_DEFERRED_HANDOFFS, 1);
 }
 
 /*
- * lq_end_fences ends the transactions that still hold the hand-off of an
- * ended grant back, lockq.fence_timeout after the grant's end, by
+ * lq_terminate_fencers ends the transactions that still hold the hand-off of
+ * an ended grant back, lockq.fence_timeout after the grant's end, by
  * terminating their sessions (as idle_in_transaction_session_timeout
  * would): a write fenced by them then never commits, and the lock passes
  * on when they are gone.  Checked again every second while any is left.
  */
 static void
-lq_end_fences(LqLock *lock, int64 now)
+lq_terminate_fencers(LqLock *lock, int64 now)
 {
 	List	   *pids;
 	ListCell   *lc;
 
-	pids = lock->in_shmem || lock->rowless ? lq_slot_fencers(lock->token) :
-		lq_store_fencer_pids(&lock->row_tid);
+	pids = lock->in_shmem || lock->rowless ?
+		lq_shmem_slot_fencers(lock->token) :
+		lq_tables_fencer_pids(&lock->row_tid);
 	/* fenced in its entry before it had its row */
 	if (lock->was_rowless && !lock->rowless)
-		pids = list_concat_unique_int(pids, lq_slot_fencers(lock->token));
+		pids = list_concat_unique_int(pids, lq_shmem_slot_fencers(lock->token));
 	foreach(lc, pids)
 	{
 		int			pid = lfirst_int(lc);
@@ -1552,7 +1522,7 @@ lq_end_fences(LqLock *lock, int64 now)
  * time so that lockq_holds answers false from now on, and the lock waits on
  * the deferred list; the worker retries when such a transaction ends.  A
  * session-bound grant is marked ended in shared memory instead, and waits
- * the same way while transactions are fenced on it (lockq_grants.c).
+ * the same way while transactions are fenced on it (lockq_session.c).
  */
 static void
 lq_finish_end(LqLock *lock, int64 now)
@@ -1563,8 +1533,8 @@ lq_finish_end(LqLock *lock, int64 now)
 	{
 		uint32		fences;
 
-		fences = lock->in_deferred ? lq_grants_fences(lock->token) :
-			lq_grants_begin_end(lock->token);
+		fences = lock->in_deferred ? lq_session_fences(lock->token) :
+			lq_session_begin_end(lock->token);
 		if (fences > 0)
 		{
 			if (!lock->in_deferred)
@@ -1591,7 +1561,7 @@ lq_finish_end(LqLock *lock, int64 now)
 		bool		locked = fences > 0;
 
 		if (!locked && !lock->rowless)
-			locked = lq_store_owner_end(&lock->row_tid) == LQ_END_LOCKED;
+			locked = lq_tables_owner_end(&lock->row_tid) == LQ_END_LOCKED;
 		if (locked)
 		{
 			if (!lock->in_deferred)
@@ -1601,7 +1571,7 @@ lq_finish_end(LqLock *lock, int64 now)
 					LqOwnerRow	row;
 
 					lq_owner_row(lock, &row);
-					lq_store_owner_update(&lock->row_tid, &row);
+					lq_tables_owner_update(&lock->row_tid, &row);
 				}
 				lq_defer_handoff(lock, true);
 			}
@@ -1624,7 +1594,7 @@ lq_finish_end(LqLock *lock, int64 now)
 	}
 	lock->held = false;
 	lock->ending = false;
-	lq_hint_free(lock->lock_id);
+	lq_shmem_hint_free(lock->lock_id);
 	lq_strfree(&lock->owner);
 	lq_strfree(&lock->channel);
 	lq_nholders--;
@@ -1663,7 +1633,7 @@ lq_grant_next(LqLock *lock, int64 now)
 		}
 		w = dlist_head_element(LqWaiter, node, &lock->queue);
 		if (w->client || !w->session_owner ||
-			lq_session_room(w->slot, w->reqid))
+			lq_room_for_session_grant(w->slot, w->reqid))
 			break;
 		lq_waiter_remove(w, true);
 	}
@@ -1718,8 +1688,9 @@ lq_grant_next(LqLock *lock, int64 now)
 		token = lq_grant(lock, &h, ttl);
 		lq_reply(slotno, reqid, LQ_ST_GRANTED, token, true);
 	}
-	lq_stat_add(LQ_STAT_HANDOFFS, 1);
-	lq_stat_add(LQ_STAT_WAIT_US, (uint64) Max(lock->acquired - queued, 0));
+	lq_shmem_stat_add(LQ_STAT_HANDOFFS, 1);
+	lq_shmem_stat_add(LQ_STAT_WAIT_US,
+					  (uint64) Max(lock->acquired - queued, 0));
 }
 
 /*
@@ -1764,7 +1735,7 @@ lq_answer_holder(int slotno, uint64 reqid, const LqRequest *req,
 	if (!lq_holder_is(lock, req->owner))
 		return false;
 	if (!lq_may_act(req, lock->role))
-		lq_reply_forbidden(slotno, reqid, req);
+		lq_reply_forbidden(slotno, reqid);
 	else
 	{
 		lq_set_lease(lock, Max(lock->expires, now + (ttl > 0 ? ttl : lq_own_ttl(lock))));
@@ -1793,49 +1764,35 @@ lq_refuse_over_limit(int slotno, uint64 reqid, const LqRequest *req,
 	LqRoleUsage *u = hash_search(lq_roles, &req->role, HASH_FIND, NULL);
 	int			have;
 	int			limit;
-	const char *what;
-	const char *setting;
-	char		what_n[128];
-	char		msg[256];
-	char		hint[512];
+	LqError		error;
 
-	if (MemoryContextMemAllocated(lq_state_cxt, true) >
+	if (MemoryContextMemAllocated(lq_rules_cxt, true) >
 		(Size) lockq_max_server_memory * 1024 * 1024)
 	{
-		lq_reply_fail(slotno, reqid, ERRCODE_OUT_OF_MEMORY,
-					  "lockq lock server is at its memory limit",
-					  "lockq.max_server_memory limits the memory its locks and waiters may use; wait for some to end, or raise it.");
+		lq_reply_fail(slotno, reqid, LQ_ERR_SERVER_MEMORY, 0);
 		return true;
 	}
 	if (kind == LQ_LIMIT_WAIT)
 	{
 		have = u ? u->waiters : 0;
 		limit = req->max_waiters;
-		what = "has as many waiters queued as its limit allows (%d)";
-		setting = "lockq.max_waiters_per_role";
+		error = LQ_ERR_ROLE_WAITERS;
 	}
 	else if (req->session_owner)
 	{
 		have = u ? u->session_locks : 0;
 		limit = req->max_session_locks;
-		what = "holds as many session-bound locks as its limit allows (%d)";
-		setting = "lockq.max_session_locks_per_role";
+		error = LQ_ERR_ROLE_SESSION_LOCKS;
 	}
 	else
 	{
 		have = u ? u->owner_locks : 0;
 		limit = req->max_owner_locks;
-		what = "holds as many locks with an owner as its limit allows (%d)";
-		setting = "lockq.max_owner_locks_per_role";
+		error = LQ_ERR_ROLE_OWNER_LOCKS;
 	}
 	if (have < limit)
 		return false;
-	snprintf(what_n, sizeof(what_n), what, limit);
-	snprintf(msg, sizeof(msg), "this role already %s", what_n);
-	snprintf(hint, sizeof(hint),
-			 "%s sets the limit, unless a member of %s set the role's own with lockq.lockq_set_role_limits().",
-			 setting, LQ_ADMIN_ROLE);
-	lq_reply_fail(slotno, reqid, ERRCODE_CONFIGURATION_LIMIT_EXCEEDED, msg, hint);
+	lq_reply_fail(slotno, reqid, error, limit);
 	return true;
 }
 
@@ -1853,7 +1810,7 @@ lq_grant_or_refuse(int slotno, uint64 reqid, const LqRequest *req,
 	{
 		int64		token;
 
-		if ((req->session_owner && !lq_session_room(slotno, reqid)) ||
+		if ((req->session_owner && !lq_room_for_session_grant(slotno, reqid)) ||
 			lq_refuse_over_limit(slotno, reqid, req, LQ_LIMIT_GRANT))
 		{
 			lq_lock_maybe_drop(lock);
@@ -1865,9 +1822,7 @@ lq_grant_or_refuse(int slotno, uint64 reqid, const LqRequest *req,
 	}
 	if (lq_nwaiters >= lockq_max_waiters)
 	{
-		lq_reply_fail(slotno, reqid, ERRCODE_INSUFFICIENT_RESOURCES,
-					  "too many lockq waiters",
-					  "lockq.max_waiters limits the waiters queued at once, over all locks and roles.");
+		lq_reply_fail(slotno, reqid, LQ_ERR_TOO_MANY_WAITERS, 0);
 		return true;
 	}
 	return lq_refuse_over_limit(slotno, reqid, req, LQ_LIMIT_WAIT);
@@ -1892,15 +1847,13 @@ lq_apply_get(int slotno, uint64 reqid, const LqRequest *req, int64 now)
 	w = lq_waiter_lookup(req->lock_id, req->owner);
 	if (w != NULL && !lq_may_act(req, w->role))
 	{
-		lq_reply_forbidden(slotno, reqid, req);
+		lq_reply_forbidden(slotno, reqid);
 		lq_lock_maybe_drop(lock);
 		return;
 	}
 	if (w != NULL)
 	{
-		lq_reply_error(slotno, reqid, ERRCODE_OBJECT_IN_USE,
-					   "owner \"%s\" is already waiting for lock \"%s\"",
-					   req->owner, req->lock_id);
+		lq_reply_fail(slotno, reqid, LQ_ERR_ALREADY_WAITING, 0);
 		lq_lock_maybe_drop(lock);
 		return;
 	}
@@ -1935,7 +1888,7 @@ lq_apply_try(int slotno, uint64 reqid, const LqRequest *req, int64 now)
 	{
 		int64		token;
 
-		if ((req->session_owner && !lq_session_room(slotno, reqid)) ||
+		if ((req->session_owner && !lq_room_for_session_grant(slotno, reqid)) ||
 			lq_refuse_over_limit(slotno, reqid, req, LQ_LIMIT_GRANT))
 			return;
 		lock = lq_lock_lookup(req->lock_id, true);
@@ -1964,7 +1917,7 @@ lq_holder_request(int slotno, uint64 reqid, const LqRequest *req, LqLock *lock)
 	if (!lq_holder_is(lock, req->owner) || !lq_token_matches(req, lock))
 		lq_reply(slotno, reqid, LQ_ST_FALSE, 0, false);
 	else if (!lq_may_act(req, lock->role))
-		lq_reply_forbidden(slotno, reqid, req);
+		lq_reply_forbidden(slotno, reqid);
 	else
 		return true;
 	return false;
@@ -2016,7 +1969,7 @@ lq_refresh_waiter(LqWaiter *w, const LqRequest *req, int64 now)
 			lq_strfree(&w->channel);
 			w->channel = lq_strdup(req->channel);
 			/* rewrite the row: the channel must survive a restart */
-			lq_store_queue_delete(&w->row_tid);
+			lq_tables_queue_delete(&w->row_tid);
 			lq_waiter_insert_row(w);
 		}
 	}
@@ -2041,14 +1994,12 @@ lq_apply_enqueue(int slotno, uint64 reqid, const LqRequest *req, int64 now)
 	w = lq_waiter_lookup(req->lock_id, req->owner);
 	if (w != NULL && !lq_may_act(req, w->role))
 	{
-		lq_reply_forbidden(slotno, reqid, req);
+		lq_reply_forbidden(slotno, reqid);
 		return;
 	}
 	if (w != NULL && !w->client)
 	{
-		lq_reply_error(slotno, reqid, ERRCODE_OBJECT_IN_USE,
-					   "owner \"%s\" is already waiting for lock \"%s\" in a backend",
-					   req->owner, req->lock_id);
+		lq_reply_fail(slotno, reqid, LQ_ERR_ALREADY_WAITING_IN_BACKEND, 0);
 		return;
 	}
 	if (w != NULL)
@@ -2086,17 +2037,13 @@ lq_client_waiter(int slotno, uint64 reqid, const LqRequest *req, int64 now)
 		return NULL;
 	w = lq_waiter_lookup(req->lock_id, req->owner);
 	if (w != NULL && !lq_may_act(req, w->role))
-		lq_reply_forbidden(slotno, reqid, req);
+		lq_reply_forbidden(slotno, reqid);
 	else if (w != NULL && w->client)
 		return w;
 	else if (w != NULL)
-		lq_reply_error(slotno, reqid, ERRCODE_OBJECT_IN_USE,
-					   "owner \"%s\" is waiting for lock \"%s\" in a backend",
-					   req->owner, req->lock_id);
+		lq_reply_fail(slotno, reqid, LQ_ERR_WAITING_IN_BACKEND, 0);
 	else
-		lq_reply_error(slotno, reqid, ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-					   "owner \"%s\" is not waiting for lock \"%s\"",
-					   req->owner, req->lock_id);
+		lq_reply_fail(slotno, reqid, LQ_ERR_NOT_WAITING, 0);
 	return NULL;
 }
 
@@ -2176,13 +2123,13 @@ lq_apply_cancel(int slotno, uint64 reqid, const LqRequest *req, int64 now)
 	if ((w != NULL && !lq_may_act(req, w->role)) ||
 		(w == NULL && lq_holder_is(lock, req->owner) &&
 		 !lq_may_act(req, lock->role)))
-		lq_reply_forbidden(slotno, reqid, req);
+		lq_reply_forbidden(slotno, reqid);
 	else if (w != NULL && w->client)
 	{
 		LqLock	   *wl = w->lock;
 
 		lq_waiter_remove(w, true);
-		lq_stat_add(LQ_STAT_CANCELS, 1);
+		lq_shmem_stat_add(LQ_STAT_CANCELS, 1);
 		lq_lock_maybe_drop(wl);
 		lq_reply(slotno, reqid, LQ_ST_TRUE, 0, false);
 	}
@@ -2243,11 +2190,11 @@ lq_apply_release_session(int slotno, uint64 reqid, int64 now)
 }
 
 /*
- * lq_state_quick_release applies a quick release (see lockq_release): the
+ * lq_rules_quick_release applies a quick release (see lockq_release): the
  * session released its grant with this token already, and was told so.
  */
 void
-lq_state_quick_release(const char *lock_id, int64 token, int64 now)
+lq_rules_quick_release(const char *lock_id, int64 token, int64 now)
 {
 	LqLock	   *lock = lq_lock_lookup(lock_id, false);
 
@@ -2256,16 +2203,16 @@ lq_state_quick_release(const char *lock_id, int64 token, int64 now)
 }
 
 /*
- * lq_state_apply applies one request.  now is the batch's clock reading;
+ * lq_rules_apply applies one request.  now is the batch's clock reading;
  * values that others see (queue ts, acquisition time) are fresh ticks.
  */
 void
-lq_state_apply(int slotno, uint64 reqid, const LqRequest *req, int64 now)
+lq_rules_apply(int slotno, uint64 reqid, const LqRequest *req, int64 now)
 {
-	lq_stat_add(LQ_STAT_REQUESTS, 1);
+	lq_shmem_stat_add(LQ_STAT_REQUESTS, 1);
 	if (req->op != LQ_OP_RELEASE_SESSION && req->op != LQ_OP_CLOCK &&
 		req->op != LQ_OP_NONE)
-		lq_state_fire_due_for(req->lock_id, req->owner, now);
+		lq_rules_fire_due_for(req->lock_id, req->owner, now);
 
 	switch (req->op)
 	{
@@ -2304,18 +2251,17 @@ lq_state_apply(int slotno, uint64 reqid, const LqRequest *req, int64 now)
 			lq_reply(slotno, reqid, LQ_ST_OK, 0, false);
 			break;
 		case LQ_OP_NONE:
-			lq_reply_error(slotno, reqid, ERRCODE_INTERNAL_ERROR,
-						   "invalid lockq request");
+			lq_reply_fail(slotno, reqid, LQ_ERR_INVALID_REQUEST, 0);
 			break;
 	}
 }
 
 /*
- * lq_state_is_waiting: is the slot's request reqid queued in a lock, or a
+ * lq_rules_is_waiting: is the slot's request reqid queued in a lock, or a
  * lockq_await waiting for a client-side waiter?
  */
 bool
-lq_state_is_waiting(int slotno, uint64 reqid)
+lq_rules_is_waiting(int slotno, uint64 reqid)
 {
 	LqWaiter   *w = lq_sessions[slotno].waiter;
 	LqWaiter   *a = lq_sessions[slotno].awaiting;
@@ -2325,12 +2271,12 @@ lq_state_is_waiting(int slotno, uint64 reqid)
 }
 
 /*
- * lq_state_cancel_wait removes the queued lockq_get of a slot whose backend
+ * lq_rules_cancel_wait removes the queued lockq_get of a slot whose backend
  * gave up (cancel, statement_timeout, exit).  A lockq_await given up
  * leaves its client-side waiter queued, with a new heartbeat window.
  */
 void
-lq_state_cancel_wait(int slotno, uint64 reqid, int64 now)
+lq_rules_cancel_wait(int slotno, uint64 reqid, int64 now)
 {
 	LqWaiter   *w = lq_sessions[slotno].waiter;
 	LqWaiter   *a = lq_sessions[slotno].awaiting;
@@ -2342,12 +2288,12 @@ lq_state_cancel_wait(int slotno, uint64 reqid, int64 now)
 		return;
 	lock = w->lock;
 	lq_waiter_remove(w, true);
-	lq_stat_add(LQ_STAT_CANCELS, 1);
+	lq_shmem_stat_add(LQ_STAT_CANCELS, 1);
 	lq_lock_maybe_drop(lock);
 }
 
 /*
- * lq_state_unpicked_grant: a lockq_await (or an enqueue's wait) was answered
+ * lq_rules_unpicked_grant: a lockq_await (or an enqueue's wait) was answered
  * with a grant and its full lease, and its session gave up before it read
  * the answer (a cancel, or the session ended).  The grant stays with the
  * waiter's owner, whose client finds it with its next call, but nobody has
@@ -2357,7 +2303,7 @@ lq_state_cancel_wait(int slotno, uint64 reqid, int64 now)
  * owner lengthens it again.
  */
 void
-lq_state_unpicked_grant(const LqRequest *req, const LqResult *res, int64 now)
+lq_rules_unpicked_grant(const LqRequest *req, const LqResult *res, int64 now)
 {
 	LqLock	   *lock;
 	int64		until;
@@ -2375,12 +2321,12 @@ lq_state_unpicked_grant(const LqRequest *req, const LqResult *res, int64 now)
 }
 
 /*
- * lq_state_undo_grant hands back a grant that the request's answer
+ * lq_rules_undo_grant hands back a grant that the request's answer
  * brought, when its session gave up on the answer (a cancel): the lock
  * passes on.  Only a grant the request created (fresh_grant).
  */
 void
-lq_state_undo_grant(const LqRequest *req, const LqResult *res, int64 now)
+lq_rules_undo_grant(const LqRequest *req, const LqResult *res, int64 now)
 {
 	LqLock	   *lock;
 
@@ -2392,18 +2338,18 @@ lq_state_undo_grant(const LqRequest *req, const LqResult *res, int64 now)
 }
 
 /*
- * lq_state_session_end drops what a finished session had: its queued
+ * lq_rules_session_end drops what a finished session had: its queued
  * lockq_get and every grant taken with owner NULL.
  */
 void
-lq_state_session_end(int slotno, int pid, int64 session_start, int64 now)
+lq_rules_session_end(int slotno, int pid, int64 session_start, int64 now)
 {
 	LqSession  *s = &lq_sessions[slotno];
 	dlist_mutable_iter iter;
 
 	lq_adopt_fast_of_slot(slotno);
 	if (s->waiter != NULL)
-		lq_state_cancel_wait(slotno, s->waiter->reqid, now);
+		lq_rules_cancel_wait(slotno, s->waiter->reqid, now);
 	if (s->awaiting != NULL)
 		lq_await_end(s->awaiting, false, now);
 
@@ -2439,7 +2385,7 @@ lq_timer_role_of(const LqTimer *t, Oid *role)
  * lock came due no later (its holder's lease end, its delay) fires first, as
  * it would have in one heap: a waiter whose lock passed to it before its
  * deadline is granted, not timed out or dropped.  Groups take turns
- * (lq_state_run_timers), so the lock's timer may still be armed.  Returns
+ * (lq_rules_run_timers), so the lock's timer may still be armed.  Returns
  * the waiter's timer if it is still due, or NULL (granted, or gone).
  */
 static LqTimer *lq_fire_due_of(const char *lock_id, const char *owner,
@@ -2456,7 +2402,7 @@ lq_fire_timer(LqTimer *t, int64 now)
 		LqWaiter   *w = (LqWaiter *) ((char *) t - offsetof(LqWaiter, timer));
 		LqLock	   *lock = w->lock;
 
-		if (!lq_tables_blocked &&
+		if (!lq_memory_only &&
 			((lock->lease.armed && lock->lease.at <= t->at) ||
 			 (lock->delay.armed && lock->delay.at <= t->at)))
 		{
@@ -2473,7 +2419,7 @@ lq_fire_timer(LqTimer *t, int64 now)
 
 		/* a grant its holder released already ends with that */
 		if (lock->in_deferred)
-			lq_end_fences(lock, now);
+			lq_terminate_fencers(lock, now);
 		else if (lock->held && !lock->ending && !lq_released_by_holder(lock))
 			lq_end_grant(lock, LQ_END_EXPIRE, now);
 	}
@@ -2509,12 +2455,12 @@ lq_fire_timer(LqTimer *t, int64 now)
 			if (w->channel != NULL)
 				lq_outbox_notify(w->channel, "dropped", 0, lock->lock_id,
 								 w->key.owner);
-			lq_stat_add(LQ_STAT_DROPPED_WAITERS, 1);
+			lq_shmem_stat_add(LQ_STAT_DROPPED_WAITERS, 1);
 		}
 		else
 		{
 			lq_reply(w->slot, w->reqid, LQ_ST_TIMEOUT, 0, false);
-			lq_stat_add(LQ_STAT_TIMEOUTS, 1);
+			lq_shmem_stat_add(LQ_STAT_TIMEOUTS, 1);
 		}
 		lq_waiter_remove(w, true);
 		lq_lock_maybe_drop(lock);
@@ -2552,20 +2498,20 @@ lq_fire_due_of(const char *lock_id, const char *owner, int64 at, int64 now)
 }
 
 /*
- * lq_state_fire_due_for fires what came due of one lock and of owner's wait
+ * lq_rules_fire_due_for fires what came due of one lock and of owner's wait
  * for it, before a request about them is applied: the per-role turns of
- * lq_state_run_timers may have left such timers armed, and a request must
+ * lq_rules_run_timers may have left such timers armed, and a request must
  * find the state as if every deadline before it had passed (a renewal of a
  * lease that has ended fails; a heartbeat after the waiter's deadline finds
  * it dropped).
  */
 void
-lq_state_fire_due_for(const char *lock_id, const char *owner, int64 now)
+lq_rules_fire_due_for(const char *lock_id, const char *owner, int64 now)
 {
 	LqTimer    *t;
 
 	/* a grant a backend made by itself is adopted first, with its timer */
-	if (lq_fast_count() > 0)
+	if (lq_fastpath_count() > 0)
 		(void) lq_lock_lookup(lock_id, false);
 	t = lq_timer_first_of_groups();
 	/* usually nothing at all is left due: then there is nothing to look up */
@@ -2578,7 +2524,7 @@ lq_state_fire_due_for(const char *lock_id, const char *owner, int64 now)
 }
 
 /*
- * lq_state_run_timers fires the deadlines up to now: leases expire and pass
+ * lq_rules_run_timers fires the deadlines up to now: leases expire and pass
  * on; client-side waiters that missed their heartbeat are dropped;
  * lockq_get calls that reached their timeout are answered with TIMEOUT.
  * The timeouts of lockq_get calls all fire.  The other timers are in one
@@ -2588,10 +2534,10 @@ lq_state_fire_due_for(const char *lock_id, const char *owner, int64 now)
  * role's hand-off by one slice, and the batch by a few milliseconds, and
  * the rest fire in the next batches.  Returns true when timers are left due
  * (the lock server runs the next batch at once).  Requests about a lock
- * fire its due timers first (lq_state_fire_due_for).
+ * fire its due timers first (lq_rules_fire_due_for).
  */
 bool
-lq_state_run_timers(int64 now)
+lq_rules_run_timers(int64 now)
 {
 	int			budget = LQ_TIMERS_PER_BATCH;
 	LqTimer    *t;
@@ -2640,17 +2586,17 @@ lq_state_run_timers(int64 now)
 }
 
 /*
- * lq_state_run_wait_timeouts fires only the timeouts of waiting lockq_get
+ * lq_rules_run_wait_timeouts fires only the timeouts of waiting lockq_get
  * calls that are due: removing a waiter touches nothing but memory (a lock
  * with waiters is held, so nobody is granted).  Used while lockq's tables
  * cannot be written.
  */
 void
-lq_state_run_wait_timeouts(int64 now)
+lq_rules_run_wait_timeouts(int64 now)
 {
 	LqTimer    *t;
 
-	lq_tables_blocked = true;
+	lq_memory_only = true;
 	PG_TRY();
 	{
 		while ((t = lq_timer_first(lq_wait_timers)) != NULL && t->at <= now)
@@ -2658,37 +2604,37 @@ lq_state_run_wait_timeouts(int64 now)
 	}
 	PG_FINALLY();
 	{
-		lq_tables_blocked = false;
+		lq_memory_only = false;
 	}
 	PG_END_TRY();
 }
 
 /*
- * lq_state_every_lock_delayed: is every lock still delayed after a crash
+ * lq_rules_every_lock_delayed: is every lock still delayed after a crash
  * (the wide marker), locks the rules have not met yet included?
  */
 bool
-lq_state_every_lock_delayed(int64 now)
+lq_rules_every_lock_delayed(int64 now)
 {
 	return lq_all_until > now;
 }
 
 /*
- * lq_state_session_holds: does the session of slotno hold session-bound
+ * lq_rules_session_holds: does the session of slotno hold session-bound
  * grants?  Ending those may hand locks on to waiters that need the tables.
  */
 bool
-lq_state_session_holds(int slotno)
+lq_rules_session_holds(int slotno)
 {
 	return !dlist_is_empty(&lq_sessions[slotno].held);
 }
 
 /*
- * lq_state_retry_deferred tries again to finish every ending grant whose
+ * lq_rules_retry_deferred tries again to finish every ending grant whose
  * row a fenced transaction held.
  */
 void
-lq_state_retry_deferred(int64 now)
+lq_rules_retry_deferred(int64 now)
 {
 	dlist_mutable_iter iter;
 
@@ -2701,17 +2647,17 @@ lq_state_retry_deferred(int64 now)
 }
 
 bool
-lq_state_has_deferred(void)
+lq_rules_has_deferred(void)
 {
 	return !dlist_is_empty(&lq_deferred);
 }
 
 /*
- * lq_state_next_deadline returns the earliest armed deadline (or the end of
+ * lq_rules_next_deadline returns the earliest armed deadline (or the end of
  * the grace period), 0 if none.
  */
 int64
-lq_state_next_deadline(void)
+lq_rules_next_deadline(void)
 {
 	int64		next = 0;
 	LqTimer    *a = lq_timer_first_of_groups();
@@ -2725,24 +2671,24 @@ lq_state_next_deadline(void)
 }
 
 /*
- * lq_state_oversized: does the state hold far more memory than what is in
+ * lq_rules_oversized: does the state hold far more memory than what is in
  * it needs (after a flood of locks or waiters has ended: dynahash never
  * shrinks, and freed entries stay on its free lists)?  Then rebuilding it
  * from the tables returns the memory.  Returns the memory it holds, in
  * *held.
  */
 bool
-lq_state_oversized(Size *held)
+lq_rules_oversized(Size *held)
 {
 	Size		live = (Size) (hash_get_num_entries(lq_locks) +
 							   hash_get_num_entries(lq_waiters)) * 2048;
 
-	*held = MemoryContextMemAllocated(lq_state_cxt, true);
+	*held = MemoryContextMemAllocated(lq_rules_cxt, true);
 	return *held > (Size) 32 * 1024 * 1024 && live < *held / 4;
 }
 
 void
-lq_state_publish_gauges(void)
+lq_rules_publish_gauges(void)
 {
 	/* a delay of every lock counts once, for alerts on delayed_locks > 0 */
 	bool		all = lq_all_until > 0 && lq_all_until > lq_clock_peek();
@@ -2753,10 +2699,10 @@ lq_state_publish_gauges(void)
 	pg_atomic_write_u64(&lq_shared->delay_max,
 						(uint64) (all ? Max(lq_delay_max, lq_all_until) : lq_delay_max));
 	pg_atomic_write_u64(&lq_shared->state_bytes,
-						(uint64) MemoryContextMemAllocated(lq_state_cxt, true));
+						(uint64) MemoryContextMemAllocated(lq_rules_cxt, true));
 	pg_atomic_write_u64(&lq_shared->longest_queue, (uint64) lq_longest);
 	/* after a lockq_stats_reset that read a longest queue older than this */
-	lq_stat_queue_length((uint64) lq_longest);
+	lq_shmem_stat_queue_length((uint64) lq_longest);
 }
 
 /*
@@ -2916,8 +2862,8 @@ lq_load_session_grants(LqLoad *load)
 	int			n;
 	int			i;
 
-	lq_grants_undo_ending();
-	grants = lq_grants_copy(&n);
+	lq_session_undo_ending();
+	grants = lq_session_copy(&n);
 	for (i = 0; i < n; i++)
 	{
 		LqSessionGrant *g = &grants[i];
@@ -2930,7 +2876,7 @@ lq_load_session_grants(LqLoad *load)
 					 errmsg("lock \"%s\" has two grants (tokens %lld and %lld)",
 							g->lock_id, (long long) lock->token,
 							(long long) g->token)));
-		lq_format_session_owner(owner, sizeof(owner), g->pid,
+		lq_session_format_owner(owner, sizeof(owner), g->pid,
 								g->session_start);
 		{
 			LqHolder	h = {.owner = owner, .token = g->token, .ttl = g->ttl,
@@ -3039,7 +2985,7 @@ lq_load_backend_waiters(void)
 }
 
 /*
- * lq_state_load rebuilds the lock table from the tables (after worker start
+ * lq_rules_load rebuilds the lock table from the tables (after worker start
  * or an error).  Grants and waiters of sessions that are gone are dropped,
  * and a free lock with waiters (possible only if rows were lost) is handed
  * on.  Until all_until (the wide marker's delay) no lock is granted, named
@@ -3047,7 +2993,7 @@ lq_load_backend_waiters(void)
  * caller.
  */
 void
-lq_state_load(int64 now, List *delays, int64 all_until)
+lq_rules_load(int64 now, List *delays, int64 all_until)
 {
 	LqLoad		load;
 	ListCell   *lc;
@@ -3055,7 +3001,7 @@ lq_state_load(int64 now, List *delays, int64 all_until)
 	LqLock	   *lock;
 	List	   *orphans = NIL;
 
-	lq_state_reset();
+	lq_rules_reset();
 	if (all_until <= now)
 		all_until = 0;
 	foreach(lc, delays)
@@ -3078,11 +3024,11 @@ lq_state_load(int64 now, List *delays, int64 all_until)
 	load.now = now;
 	load.stale = NIL;
 	load.released = NIL;
-	lq_store_load_owners(lq_load_owner, &load);
+	lq_tables_load_owners(lq_load_owner, &load);
 	LQ_FAULT("recover-after-owners");
 	lq_load_quick_leases(&load);
 	lq_load_session_grants(&load);
-	lq_store_load_queue(lq_load_waiter, &load);
+	lq_tables_load_queue(lq_load_waiter, &load);
 	LQ_FAULT("recover-after-queue");
 	lq_load_backend_waiters();
 

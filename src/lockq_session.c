@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * lockq_grants.c
+ * lockq_session.c
  *		Session-bound grants (owner NULL) in shared memory.
  *
  * A lock taken without an owner ends with its session, and a crash ends
@@ -11,35 +11,39 @@
  * lockq.session_locks_per_backend entries per backend (shared, like the
  * lock manager's max_locks_per_transaction), under one LWLock.
  *
- * Only the worker writes it.  What a batch does to a grant is staged in
- * its entry (lq_grants_stage; a new grant is entered invisible) and seen
- * only when the batch is published after its commit (lq_grants_publish),
- * so that a batch that fails leaves the table as it was; a lock server
- * that finds a batch of its predecessor staged publishes it if that
- * batch's transaction committed, and forgets it otherwise
- * (lq_grants_resolve).  The one exception is the end of a grant, which
- * must be decided together with the fencing check:
+ * The lock server makes and ends the grants (backends write only the
+ * grants they make on the fast path, lockq_fastpath.c, their quick
+ * releases and their fences; LqSessionGrant has the locking rules).
+ * What a batch does to a grant is staged in its entry (lq_session_stage;
+ * a new grant is entered invisible) and seen only when the batch is
+ * published after its commit (lq_session_publish), so that a batch that
+ * fails leaves the table as it was; a lock server that finds a batch of
+ * its predecessor staged publishes it if that batch's transaction
+ * committed, and forgets it otherwise (lq_session_resolve).  The one
+ * exception is the end of a grant, which must be decided together with
+ * the fencing check:
  *
  * Fencing.  lockq_holds(lock, token) on a session-bound grant takes the
  * LWLock shared, checks that the grant is current, and adds one to its
- * fences; the transaction's end takes it off again (lq_grants_release_fences,
- * from lockq_api.c's transaction callback).  The worker, ending a grant,
- * takes the LWLock exclusively, marks the grant ENDING and reads its fences
- * (lq_grants_begin_end).  So either the fence was taken first, and the
- * worker sees it and defers the hand-off until the fenced transaction has
- * ended, or the end was marked first, and lockq_holds answers false.  A
- * batch that fails turns ENDING back into CURRENT (lq_grants_resolve); a
- * published one turns it into ENDED or removes the grant.
+ * fences; the transaction's end takes it off again
+ * (lq_session_release_fences, from lockq_hooks.c's transaction callback).
+ * The worker, ending a grant, takes the LWLock exclusively, marks the
+ * grant ENDING and reads its fences (lq_session_begin_end).  So either
+ * the fence was taken first, and the worker sees it and defers the
+ * hand-off until the fenced transaction has ended, or the end was marked
+ * first, and lockq_holds answers false.  A batch that fails turns ENDING
+ * back into CURRENT (lq_session_resolve); a published one turns it into
+ * ENDED or removes the grant.
  *
  * Readers: lockq_holds, the view lockq_locks (lockq_session_grants), and
- * the worker when it rebuilds its state (lq_grants_copy).
+ * the worker when it rebuilds its state (lq_session_copy).
  *
  * Copyright (c) 2026, lockq developers
  * This file is part of lockq, released under the PostgreSQL License
  * (see LICENSE).
  *
  * IDENTIFICATION
- *		src/lockq_grants.c
+ *		src/lockq_session.c
  *
  *-------------------------------------------------------------------------
  */
@@ -51,13 +55,13 @@
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
 
-#include "lockq_grants.h"
 #include "lockq_guc.h"
+#include "lockq_session.h"
 
 #define LQ_LWLOCK_TRANCHE	"lockq"
 
-static HTAB *lq_grants = NULL;
-static LWLock *lq_grants_lock = NULL;
+static HTAB *lq_session_grants = NULL;
+static LWLock *lq_session_lock = NULL;
 
 /* This backend's fences in the current transaction: tokens, with repeats. */
 static int64 *lq_fences = NULL;
@@ -65,11 +69,11 @@ static int	lq_nfences = 0;
 static int	lq_maxfences = 0;
 
 /*
- * lq_grants_max is the capacity of the table.  MaxBackends is set before
+ * lq_session_max is the capacity of the table.  MaxBackends is set before
  * the shared-memory request hook runs.
  */
 int
-lq_grants_max(void)
+lq_session_max(void)
 {
 	return lockq_session_locks_per_backend * MaxBackends;
 }
@@ -79,73 +83,73 @@ lq_grants_max(void)
  * lock server's grants, and LQ_FAST_PER_BACKEND more for the fast path's.
  */
 static long
-lq_grants_room(void)
+lq_session_room(void)
 {
-	return (long) lq_grants_max() + (long) LQ_FAST_PER_BACKEND * MaxBackends;
+	return (long) lq_session_max() + (long) LQ_FAST_PER_BACKEND * MaxBackends;
 }
 
 Size
-lq_grants_shmem_size(void)
+lq_session_shmem_size(void)
 {
-	return hash_estimate_size(lq_grants_room(), sizeof(LqSessionGrant));
+	return hash_estimate_size(lq_session_room(), sizeof(LqSessionGrant));
 }
 
 /*
- * lq_grants_shmem_request asks for the LWLock; lockq_shmem.c adds the
+ * lq_session_shmem_request asks for the LWLock; lockq_shmem.c adds the
  * table's size to its request.
  */
 void
-lq_grants_shmem_request(void)
+lq_session_shmem_request(void)
 {
 	RequestNamedLWLockTranche(LQ_LWLOCK_TRANCHE, 1);
 }
 
 /*
- * lq_grants_shmem_startup creates or attaches to the table.  Called with
+ * lq_session_shmem_startup creates or attaches to the table.  Called with
  * AddinShmemInitLock held.  All entries are allocated up front, so the
  * table never competes with anything else for shared memory.
  */
 void
-lq_grants_shmem_startup(void)
+lq_session_shmem_startup(void)
 {
 	HASHCTL		info;
 
-	lq_grants_lock = &(GetNamedLWLockTranche(LQ_LWLOCK_TRANCHE))->lock;
+	lq_session_lock = &(GetNamedLWLockTranche(LQ_LWLOCK_TRANCHE))->lock;
 	memset(&info, 0, sizeof(info));
 	info.keysize = sizeof(int64);
 	info.entrysize = sizeof(LqSessionGrant);
-	lq_grants = ShmemInitHash("lockq session grants",
-							  lq_grants_room(), lq_grants_room(),
-							  &info, HASH_ELEM | HASH_BLOBS);
+	lq_session_grants = ShmemInitHash("lockq session grants",
+									  lq_session_room(), lq_session_room(),
+									  &info, HASH_ELEM | HASH_BLOBS);
 }
 
 /*
- * lq_grants_stage records what a batch does to a grant; nothing of it is
- * seen until lq_grants_publish, after the batch's commit.  A new grant is
+ * lq_session_stage records what a batch does to a grant; nothing of it is
+ * seen until lq_session_publish, after the batch's commit.  A new grant is
  * entered invisible (readers skip it: nobody knows its token yet).  Worker
  * only, inside a batch.  The worker never lets the table overflow (it
  * counts the grants it has decided); should it happen anyway, the batch
  * fails before its commit.
  */
 void
-lq_grants_stage(LqGrantOp op, const LqSessionGrant *g, uint64 batch)
+lq_session_stage(LqGrantOp op, const LqSessionGrant *g, uint64 batch)
 {
 	LqSessionGrant *e;
 	bool		found;
 
-	LWLockAcquire(lq_grants_lock, LW_EXCLUSIVE);
-	e = hash_search(lq_grants, &g->token,
+	LWLockAcquire(lq_session_lock, LW_EXCLUSIVE);
+	e = hash_search(lq_session_grants, &g->token,
 					op == LQ_GRANT_OP_PUT ? HASH_ENTER_NULL : HASH_FIND, &found);
 	if (e == NULL && op == LQ_GRANT_OP_PUT)
 	{
-		LWLockRelease(lq_grants_lock);
+		LWLockRelease(lq_session_lock);
 		ereport(ERROR,
 				(errcode(ERRCODE_OUT_OF_MEMORY),
 				 errmsg("lockq session grant table is full")));
 	}
 	if (e == NULL)
 	{
-		LWLockRelease(lq_grants_lock);
+		LWLockRelease(lq_session_lock);
 		return;
 	}
 	if (!found)
@@ -166,7 +170,7 @@ lq_grants_stage(LqGrantOp op, const LqSessionGrant *g, uint64 batch)
 	e->staged_op = op;
 	e->staged_batch = batch;
 	e->staged_expires = g->expires;
-	LWLockRelease(lq_grants_lock);
+	LWLockRelease(lq_session_lock);
 }
 
 /*
@@ -205,37 +209,37 @@ lq_grant_apply_staged(LqSessionGrant *e, bool apply)
 }
 
 /*
- * lq_grants_publish makes what the batch staged for a grant seen, after
+ * lq_session_publish makes what the batch staged for a grant seen, after
  * the batch's commit.  Worker only; must not fail.
  */
 void
-lq_grants_publish(int64 token)
+lq_session_publish(int64 token)
 {
 	LqSessionGrant *e;
 
-	LWLockAcquire(lq_grants_lock, LW_EXCLUSIVE);
-	e = hash_search(lq_grants, &token, HASH_FIND, NULL);
+	LWLockAcquire(lq_session_lock, LW_EXCLUSIVE);
+	e = hash_search(lq_session_grants, &token, HASH_FIND, NULL);
 	if (e != NULL && e->staged_op != LQ_GRANT_OP_NONE &&
 		!lq_grant_apply_staged(e, true))
-		(void) hash_search(lq_grants, &token, HASH_REMOVE, NULL);
-	LWLockRelease(lq_grants_lock);
+		(void) hash_search(lq_session_grants, &token, HASH_REMOVE, NULL);
+	LWLockRelease(lq_session_lock);
 }
 
 /*
- * lq_grants_resolve settles every staged change: those of committed_batch
+ * lq_session_resolve settles every staged change: those of committed_batch
  * (a batch whose transaction committed; 0 for none) are published, all
  * others forgotten, and grants marked ENDING by a batch that did not
  * commit are current again.  Worker only: after a failed batch, and when a
  * lock server starts where its predecessor left a batch behind.
  */
 void
-lq_grants_resolve(uint64 committed_batch)
+lq_session_resolve(uint64 committed_batch)
 {
 	HASH_SEQ_STATUS seq;
 	LqSessionGrant *e;
 
-	LWLockAcquire(lq_grants_lock, LW_EXCLUSIVE);
-	hash_seq_init(&seq, lq_grants);
+	LWLockAcquire(lq_session_lock, LW_EXCLUSIVE);
+	hash_seq_init(&seq, lq_session_grants);
 	while ((e = hash_seq_search(&seq)) != NULL)
 	{
 		bool		apply = committed_batch != 0 &&
@@ -243,98 +247,98 @@ lq_grants_resolve(uint64 committed_batch)
 
 		if (e->staged_op != LQ_GRANT_OP_NONE &&
 			!lq_grant_apply_staged(e, apply))
-			(void) hash_search(lq_grants, &e->token, HASH_REMOVE, NULL);
+			(void) hash_search(lq_session_grants, &e->token, HASH_REMOVE, NULL);
 		else if (e->end == LQ_GRANT_ENDING)
 			e->end = LQ_GRANT_CURRENT;
 	}
-	LWLockRelease(lq_grants_lock);
+	LWLockRelease(lq_session_lock);
 }
 
 /*
- * lq_grants_begin_end marks a grant ENDING, so that lockq_holds answers
+ * lq_session_begin_end marks a grant ENDING, so that lockq_holds answers
  * false from now on, and returns how many transactions are fenced on it
  * (0 for a grant not published yet: nobody can know its token).  Worker
  * only, inside a batch; see the top of the file.
  */
 uint32
-lq_grants_begin_end(int64 token)
+lq_session_begin_end(int64 token)
 {
 	LqSessionGrant *e;
 	uint32		fences = 0;
 
-	LWLockAcquire(lq_grants_lock, LW_EXCLUSIVE);
-	e = hash_search(lq_grants, &token, HASH_FIND, NULL);
+	LWLockAcquire(lq_session_lock, LW_EXCLUSIVE);
+	e = hash_search(lq_session_grants, &token, HASH_FIND, NULL);
 	if (e != NULL)
 	{
 		if (e->end == LQ_GRANT_CURRENT)
 			e->end = LQ_GRANT_ENDING;
 		fences = pg_atomic_read_u32(&e->fences);
 	}
-	LWLockRelease(lq_grants_lock);
+	LWLockRelease(lq_session_lock);
 	return fences;
 }
 
 /*
- * lq_grants_fences returns how many transactions are fenced on a grant.
+ * lq_session_fences returns how many transactions are fenced on a grant.
  */
 uint32
-lq_grants_fences(int64 token)
+lq_session_fences(int64 token)
 {
 	LqSessionGrant *e;
 	uint32		fences = 0;
 
-	LWLockAcquire(lq_grants_lock, LW_SHARED);
-	e = hash_search(lq_grants, &token, HASH_FIND, NULL);
+	LWLockAcquire(lq_session_lock, LW_SHARED);
+	e = hash_search(lq_session_grants, &token, HASH_FIND, NULL);
 	if (e != NULL)
 		fences = pg_atomic_read_u32(&e->fences);
-	LWLockRelease(lq_grants_lock);
+	LWLockRelease(lq_session_lock);
 	return fences;
 }
 
 /*
- * lq_grants_undo_ending turns every ENDING grant back into a current one:
+ * lq_session_undo_ending turns every ENDING grant back into a current one:
  * the batch that ended them failed, or the worker that ran it is gone.
  * Their requests are applied again.  Worker only.
  */
 void
-lq_grants_undo_ending(void)
+lq_session_undo_ending(void)
 {
 	HASH_SEQ_STATUS seq;
 	LqSessionGrant *e;
 
-	LWLockAcquire(lq_grants_lock, LW_EXCLUSIVE);
-	hash_seq_init(&seq, lq_grants);
+	LWLockAcquire(lq_session_lock, LW_EXCLUSIVE);
+	hash_seq_init(&seq, lq_session_grants);
 	while ((e = hash_seq_search(&seq)) != NULL)
 	{
 		if (e->end == LQ_GRANT_ENDING)
 			e->end = LQ_GRANT_CURRENT;
 	}
-	LWLockRelease(lq_grants_lock);
+	LWLockRelease(lq_session_lock);
 }
 
 /*
- * lq_grants_clear removes every grant: the extension was dropped (and
+ * lq_session_clear removes every grant: the extension was dropped (and
  * perhaps created again), which ends all locks.  Worker only.
  */
 void
-lq_grants_clear(void)
+lq_session_clear(void)
 {
 	HASH_SEQ_STATUS seq;
 	LqSessionGrant *e;
 
-	LWLockAcquire(lq_grants_lock, LW_EXCLUSIVE);
-	hash_seq_init(&seq, lq_grants);
+	LWLockAcquire(lq_session_lock, LW_EXCLUSIVE);
+	hash_seq_init(&seq, lq_session_grants);
 	while ((e = hash_seq_search(&seq)) != NULL)
-		(void) hash_search(lq_grants, &e->token, HASH_REMOVE, NULL);
-	LWLockRelease(lq_grants_lock);
+		(void) hash_search(lq_session_grants, &e->token, HASH_REMOVE, NULL);
+	LWLockRelease(lq_session_lock);
 }
 
 /*
- * lq_grants_copy returns a palloc'd copy of every grant and their number,
+ * lq_session_copy returns a palloc'd copy of every grant and their number,
  * taken under the LWLock.
  */
 LqSessionGrant *
-lq_grants_copy(int *n)
+lq_session_copy(int *n)
 {
 	HASH_SEQ_STATUS seq;
 	LqSessionGrant *e;
@@ -342,10 +346,10 @@ lq_grants_copy(int *n)
 	long		cap;
 	int			i = 0;
 
-	LWLockAcquire(lq_grants_lock, LW_SHARED);
-	cap = hash_get_num_entries(lq_grants);
+	LWLockAcquire(lq_session_lock, LW_SHARED);
+	cap = hash_get_num_entries(lq_session_grants);
 	out = palloc(sizeof(LqSessionGrant) * Max(cap, 1));
-	hash_seq_init(&seq, lq_grants);
+	hash_seq_init(&seq, lq_session_grants);
 	while ((e = hash_seq_search(&seq)) != NULL)
 	{
 		LqSessionGrant *c;
@@ -367,13 +371,13 @@ lq_grants_copy(int *n)
 		c->visible = e->visible;
 		pg_atomic_init_u32(&c->fences, pg_atomic_read_u32(&e->fences));
 	}
-	LWLockRelease(lq_grants_lock);
+	LWLockRelease(lq_session_lock);
 	*n = i;
 	return out;
 }
 
 /*
- * lq_grants_holds is lockq_holds for session-bound grants: LQ_HELD_UNKNOWN
+ * lq_session_holds is lockq_holds for session-bound grants: LQ_HELD_UNKNOWN
  * if token is not one (the caller then looks in lockq.owners), LQ_HELD_NO
  * if the grant of lock_id with that token is not current at now,
  * LQ_HELD_FENCED if it is and this transaction is now fenced on it until
@@ -382,8 +386,8 @@ lq_grants_copy(int *n)
  * an administrator.
  */
 LqHeld
-lq_grants_holds(const char *lock_id, int64 token, int64 now, Oid role,
-				bool admin)
+lq_session_holds(const char *lock_id, int64 token, int64 now, Oid role,
+				 bool admin)
 {
 	LqSessionGrant *e;
 	LqHeld		result;
@@ -401,8 +405,8 @@ lq_grants_holds(const char *lock_id, int64 token, int64 now, Oid role,
 		lq_maxfences = newmax;
 	}
 
-	LWLockAcquire(lq_grants_lock, LW_SHARED);
-	e = hash_search(lq_grants, &token, HASH_FIND, NULL);
+	LWLockAcquire(lq_session_lock, LW_SHARED);
+	e = hash_search(lq_session_grants, &token, HASH_FIND, NULL);
 	if (e == NULL || !e->visible)
 		result = LQ_HELD_UNKNOWN;
 	else if (e->end != LQ_GRANT_CURRENT || e->released ||
@@ -416,28 +420,28 @@ lq_grants_holds(const char *lock_id, int64 token, int64 now, Oid role,
 		lq_fences[lq_nfences++] = token;
 		result = LQ_HELD_FENCED;
 	}
-	LWLockRelease(lq_grants_lock);
+	LWLockRelease(lq_session_lock);
 	return result;
 }
 
 /*
- * lq_grants_enter_fast enters a grant made on the fast path
+ * lq_session_enter_fast enters a grant made on the fast path
  * (lockq_fastpath.c), visible at once; false if the table is full.  The
  * fast path takes room only while the table holds fewer than
- * lq_grants_max() grants, so the lock server, which makes no more than
+ * lq_session_max() grants, so the lock server, which makes no more than
  * that many itself, always finds room for its own: the table's room is
- * lq_grants_max() plus the fast path's share.  Called under the lock's
+ * lq_session_max() plus the fast path's share.  Called under the lock's
  * partition lock of the fast path.
  */
 bool
-lq_grants_enter_fast(const LqSessionGrant *g)
+lq_session_enter_fast(const LqSessionGrant *g)
 {
 	LqSessionGrant *e = NULL;
 	bool		found;
 
-	LWLockAcquire(lq_grants_lock, LW_EXCLUSIVE);
-	if (hash_get_num_entries(lq_grants) < lq_grants_max())
-		e = hash_search(lq_grants, &g->token, HASH_ENTER_NULL, &found);
+	LWLockAcquire(lq_session_lock, LW_EXCLUSIVE);
+	if (hash_get_num_entries(lq_session_grants) < lq_session_max())
+		e = hash_search(lq_session_grants, &g->token, HASH_ENTER_NULL, &found);
 	if (e != NULL)
 	{
 		Assert(!found);
@@ -449,21 +453,21 @@ lq_grants_enter_fast(const LqSessionGrant *g)
 		e->staged_op = LQ_GRANT_OP_NONE;
 		e->staged_batch = 0;
 	}
-	LWLockRelease(lq_grants_lock);
+	LWLockRelease(lq_session_lock);
 	return e != NULL;
 }
 
-/* lq_grants_forget_fast removes a grant lq_grants_enter_fast just made. */
+/* lq_session_forget_fast removes a grant lq_session_enter_fast just made. */
 void
-lq_grants_forget_fast(int64 token)
+lq_session_forget_fast(int64 token)
 {
-	LWLockAcquire(lq_grants_lock, LW_EXCLUSIVE);
-	hash_search(lq_grants, &token, HASH_REMOVE, NULL);
-	LWLockRelease(lq_grants_lock);
+	LWLockAcquire(lq_session_lock, LW_EXCLUSIVE);
+	hash_search(lq_session_grants, &token, HASH_REMOVE, NULL);
+	LWLockRelease(lq_session_lock);
 }
 
 /*
- * lq_grants_remove_fast is the release of a grant made on the fast path by
+ * lq_session_remove_fast is the release of a grant made on the fast path by
  * its holder: it removes the grant if it is current, not released, and
  * nobody is fenced on it (*expired: its lease had run out at now), and
  * returns true.  Else false, and nothing changes: the lock server must end
@@ -471,45 +475,48 @@ lq_grants_forget_fast(int64 token)
  * lockq_holds either fenced it first or finds it gone.
  */
 bool
-lq_grants_remove_fast(int64 token, int64 now, bool *expired)
+lq_session_remove_fast(int64 token, int64 now, bool *expired)
 {
 	LqSessionGrant *e;
 	bool		removed = false;
 
-	LWLockAcquire(lq_grants_lock, LW_EXCLUSIVE);
-	e = hash_search(lq_grants, &token, HASH_FIND, NULL);
+	LWLockAcquire(lq_session_lock, LW_EXCLUSIVE);
+	e = hash_search(lq_session_grants, &token, HASH_FIND, NULL);
 	if (e != NULL && e->visible && e->end == LQ_GRANT_CURRENT &&
 		!e->released && e->staged_op == LQ_GRANT_OP_NONE &&
 		pg_atomic_read_u32(&e->fences) == 0)
 	{
 		*expired = e->expires <= now;
-		hash_search(lq_grants, &token, HASH_REMOVE, NULL);
+		hash_search(lq_session_grants, &token, HASH_REMOVE, NULL);
 		removed = true;
 	}
-	LWLockRelease(lq_grants_lock);
+	LWLockRelease(lq_session_lock);
 	return removed;
 }
 
-/* lq_grants_get copies the grant with this token into *out, if there is one. */
+/*
+ * lq_session_get copies the grant with this token into *out, if there is
+ * one.
+ */
 bool
-lq_grants_get(int64 token, LqSessionGrant *out)
+lq_session_get(int64 token, LqSessionGrant *out)
 {
 	LqSessionGrant *e;
 
-	LWLockAcquire(lq_grants_lock, LW_SHARED);
-	e = hash_search(lq_grants, &token, HASH_FIND, NULL);
+	LWLockAcquire(lq_session_lock, LW_SHARED);
+	e = hash_search(lq_session_grants, &token, HASH_FIND, NULL);
 	if (e != NULL)
 	{
 		memcpy(out, e, offsetof(LqSessionGrant, fences));
 		pg_atomic_init_u32(&out->fences, pg_atomic_read_u32(&e->fences));
 		out->visible = e->visible;
 	}
-	LWLockRelease(lq_grants_lock);
+	LWLockRelease(lq_session_lock);
 	return e != NULL;
 }
 
 /*
- * lq_grants_mark_released is the holder's side of a quick release (see
+ * lq_session_mark_released is the holder's side of a quick release (see
  * lockq_release): if the session (pid, session_start) holds lock_id under
  * token and its lease has not run out at now, the grant is marked released
  * and true returned; the worker ends it when it gets to the release, and
@@ -517,14 +524,14 @@ lq_grants_get(int64 token, LqSessionGrant *out)
  * answers false.  The release takes effect here, under the LWLock.
  */
 bool
-lq_grants_mark_released(const char *lock_id, int64 token, int pid,
-						int64 session_start, int64 now)
+lq_session_mark_released(const char *lock_id, int64 token, int pid,
+						 int64 session_start, int64 now)
 {
 	LqSessionGrant *e;
 	bool		marked = false;
 
-	LWLockAcquire(lq_grants_lock, LW_EXCLUSIVE);
-	e = hash_search(lq_grants, &token, HASH_FIND, NULL);
+	LWLockAcquire(lq_session_lock, LW_EXCLUSIVE);
+	e = hash_search(lq_session_grants, &token, HASH_FIND, NULL);
 	if (e != NULL && e->visible && e->end == LQ_GRANT_CURRENT && !e->released &&
 		e->pid == pid && e->session_start == session_start &&
 		e->expires > now && strcmp(e->lock_id, lock_id) == 0)
@@ -532,65 +539,65 @@ lq_grants_mark_released(const char *lock_id, int64 token, int pid,
 		e->released = true;
 		marked = true;
 	}
-	LWLockRelease(lq_grants_lock);
+	LWLockRelease(lq_session_lock);
 	return marked;
 }
 
 /*
- * lq_grants_is_released: did the holder release this grant already (a
+ * lq_session_is_released: did the holder release this grant already (a
  * quick release the worker has not acted on)?
  */
 bool
-lq_grants_is_released(int64 token)
+lq_session_is_released(int64 token)
 {
 	LqSessionGrant *e;
 	bool		released = false;
 
-	LWLockAcquire(lq_grants_lock, LW_SHARED);
-	e = hash_search(lq_grants, &token, HASH_FIND, NULL);
+	LWLockAcquire(lq_session_lock, LW_SHARED);
+	e = hash_search(lq_session_grants, &token, HASH_FIND, NULL);
 	if (e != NULL)
 		released = e->released;
-	LWLockRelease(lq_grants_lock);
+	LWLockRelease(lq_session_lock);
 	return released;
 }
 
 /*
- * lq_grants_release_fences takes this backend's fences off again at the
+ * lq_session_release_fences takes this backend's fences off again at the
  * end of its transaction; true if there were any (the worker may be
  * waiting for them).
  */
 bool
-lq_grants_release_fences(void)
+lq_session_release_fences(void)
 {
 	int			i;
 
 	if (lq_nfences == 0)
 		return false;
-	LWLockAcquire(lq_grants_lock, LW_SHARED);
+	LWLockAcquire(lq_session_lock, LW_SHARED);
 	for (i = 0; i < lq_nfences; i++)
 	{
-		LqSessionGrant *e = hash_search(lq_grants, &lq_fences[i], HASH_FIND,
-										NULL);
+		LqSessionGrant *e = hash_search(lq_session_grants, &lq_fences[i],
+										HASH_FIND, NULL);
 		uint32		old;
 
 		if (e == NULL)
-			continue;			/* removed by lq_grants_clear */
+			continue;			/* removed by lq_session_clear */
 		old = pg_atomic_read_u32(&e->fences);
 		while (old > 0 &&
 			   !pg_atomic_compare_exchange_u32(&e->fences, &old, old - 1))
 			;
 	}
-	LWLockRelease(lq_grants_lock);
+	LWLockRelease(lq_session_lock);
 	lq_nfences = 0;
 	return true;
 }
 
 /*
- * lq_format_session_owner names the owner of a session's session-bound
+ * lq_session_format_owner names the owner of a session's session-bound
  * locks: the reserved prefix, its pid and start time.
  */
 void
-lq_format_session_owner(char *buf, size_t len, int pid, int64 session_start)
+lq_session_format_owner(char *buf, size_t len, int pid, int64 session_start)
 {
 	snprintf(buf, len, LQ_SESSION_PREFIX "%d:" INT64_FORMAT, pid,
 			 session_start);

@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * lockq_store.h
+ * lockq_tables.h
  *		The durable mirror of the lock state: lockq.owners and lockq.queue.
  *
  * Copyright (c) 2026, lockq developers
@@ -8,12 +8,12 @@
  * (see LICENSE).
  *
  * IDENTIFICATION
- *		src/lockq_store.h
+ *		src/lockq_tables.h
  *
  *-------------------------------------------------------------------------
  */
-#ifndef LOCKQ_STORE_H
-#define LOCKQ_STORE_H
+#ifndef LOCKQ_TABLES_H
+#define LOCKQ_TABLES_H
 
 #include "lockq.h"
 #include "nodes/pg_list.h"
@@ -48,7 +48,7 @@ typedef struct LqQueueRow
 
 /*
  * One row of lockq.unsettled: a lock whose latest changes may have been
- * shown before they were flushed (see lockq_ledger.c).
+ * shown before they were flushed (see lockq_durability.c).
  */
 typedef struct LqUnsettledRow
 {
@@ -69,7 +69,7 @@ typedef enum LqEndResult
 	LQ_END_MISSING				/* there was no such row */
 } LqEndResult;
 
-/* What lq_store_try_lock could not lock, and who holds it (0: unknown). */
+/* What lq_tables_try_lock could not lock, and who holds it (0: unknown). */
 typedef struct LqLockFailure
 {
 	Oid			relid;
@@ -81,32 +81,32 @@ typedef void (*lq_queue_cb) (const LqQueueRow *row, void *arg);
 typedef void (*lq_unsettled_cb) (const LqUnsettledRow *row, void *arg);
 
 /* Worker side; all need an open transaction (loads: an SPI connection). */
-extern bool lq_store_installed(Oid *extoid);
-extern void lq_store_prepare(void);
-extern Oid	lq_store_owners_relid(void);
-extern bool lq_store_try_lock(LqLockFailure *fail);
-extern void lq_store_note_files(void);
-extern bool lq_store_rewritten(void);
-extern void lq_store_end_batch(bool commit);
-extern void lq_store_owner_insert(const LqOwnerRow *row, ItemPointer tid);
-extern LqEndResult lq_store_owner_end(ItemPointer tid);
-extern void lq_store_owner_update(ItemPointer tid, const LqOwnerRow *row);
-extern void lq_store_queue_insert(const LqQueueRow *row, ItemPointer tid);
-extern void lq_store_queue_delete(ItemPointer tid);
-extern int64 lq_store_clock_read(void);
-extern void lq_store_clock_write(int64 ceiling);
-extern int64 lq_store_token_read(void);
-extern void lq_store_token_write(int64 ceiling);
-extern void lq_store_unsettled_put(const LqUnsettledRow *row, ItemPointer tid);
-extern void lq_store_unsettled_delete(ItemPointer tid);
-extern void lq_store_load_unsettled(lq_unsettled_cb cb, void *arg);
-extern void lq_store_settle(int64 now, bool continuous, int64 low);
-extern void lq_store_load_owners(lq_owner_cb cb, void *arg);
-extern void lq_store_load_queue(lq_queue_cb cb, void *arg);
+extern bool lq_tables_installed(Oid *extoid);
+extern void lq_tables_prepare(void);
+extern Oid	lq_tables_owners_relid(void);
+extern bool lq_tables_try_lock(LqLockFailure *fail);
+extern void lq_tables_note_files(void);
+extern bool lq_tables_rewritten(void);
+extern void lq_tables_end_batch(bool commit);
+extern void lq_tables_owner_insert(const LqOwnerRow *row, ItemPointer tid);
+extern LqEndResult lq_tables_owner_end(ItemPointer tid);
+extern void lq_tables_owner_update(ItemPointer tid, const LqOwnerRow *row);
+extern void lq_tables_queue_insert(const LqQueueRow *row, ItemPointer tid);
+extern void lq_tables_queue_delete(ItemPointer tid);
+extern int64 lq_tables_clock_read(void);
+extern void lq_tables_clock_write(int64 ceiling);
+extern int64 lq_tables_token_read(void);
+extern void lq_tables_token_write(int64 ceiling);
+extern void lq_tables_unsettled_put(const LqUnsettledRow *row, ItemPointer tid);
+extern void lq_tables_unsettled_delete(ItemPointer tid);
+extern void lq_tables_load_unsettled(lq_unsettled_cb cb, void *arg);
+extern void lq_tables_settle(int64 now, bool continuous, int64 low);
+extern void lq_tables_load_owners(lq_owner_cb cb, void *arg);
+extern void lq_tables_load_queue(lq_queue_cb cb, void *arg);
 
 /* Backend side. */
-extern LqHeld lq_store_holds(const char *lock_id, int64 token, int64 now,
-						   Oid role, bool admin);
-extern List *lq_store_fencer_pids(ItemPointer tid);
+extern LqHeld lq_tables_holds(const char *lock_id, int64 token, int64 now,
+							  Oid role, bool admin);
+extern List *lq_tables_fencer_pids(ItemPointer tid);
 
-#endif							/* LOCKQ_STORE_H */
+#endif							/* LOCKQ_TABLES_H */
