@@ -34,7 +34,7 @@
  *					(the ceiling of one primary), beside pg_advisory_lock
  *					(a fresh key per pair, as in uncontended, costs a
  *					leased grant a WAL flush: a lock's first short lease
- *					makes it unsettled, DESIGN.md "Unsettled locks")
+ *					makes it unsettled, doc/design/durability.md, "Unsettled locks")
  *	expiry          a holder vanishes; lag from its lease end to the next
  *					waiter's grant (lockq only: advisory locks have no leases)
  *	library C       the contended scenario through liblockq: waiting in the

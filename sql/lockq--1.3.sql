@@ -50,7 +50,7 @@ CREATE TABLE lockq.queue (
 );
 
 -- Locks whose latest changes the lock server may have shown before they
--- were flushed (see DESIGN.md, "Durability"): leases shown unflushed end by
+-- were flushed (see doc/design/durability.md): leases shown unflushed end by
 -- until; ends (releases) of grants with a ttl up to fence_ttl may have been
 -- shown unflushed (µs; 0: none).  After a crash such a grant is ended, and
 -- each lock here is delayed until delay_until, when every lease that may

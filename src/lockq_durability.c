@@ -7,7 +7,7 @@
  *
  * A WAL flush costs as much as the rest of a batch, so the lock server
  * waits for one only when a crash could otherwise break a promise.  The
- * promises, and what keeps each (DESIGN.md, "Durability", has the why):
+ * promises, and what keeps each (doc/design/durability.md has the why):
  *
  *	- Tokens never repeat, lockq_now() never goes back: every value shown is
  *	  below a durable ceiling (a sequence, and the state file, which
@@ -781,7 +781,7 @@ lq_raise_token_ceiling(int64 ceiling, bool reset)
  * the grants since the start number fewer than the microseconds (and above
  * it by at most LQ_TOKEN_RESERVE after a crash): every token issued after
  * such a restore is above every token issued before it, provided the
- * restored server's clock is past the old history's last grant (DESIGN.md,
+ * restored server's clock is past the old history's last grant (doc/design/clock-and-tokens.md,
  * "Why the clock is the floor").
  *
  * And the sequences are raised to the floors kept in the state file, so

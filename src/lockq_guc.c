@@ -103,7 +103,7 @@ lq_guc_define(void)
 
 	DefineCustomBoolVariable("lockq.synchronous_grants",
 							 "Flushes every grant and renewal to WAL before it is returned.",
-							 "Off: grants with a ttl up to lockq.max_grace may be returned before their flush (see DESIGN.md, \"Durability\").",
+							 "Off: grants with a ttl up to lockq.max_grace may be returned before their flush (see doc/design/durability.md).",
 							 &lockq_synchronous_grants,
 							 false,
 							 PGC_SIGHUP, 0,
@@ -119,7 +119,7 @@ lq_guc_define(void)
 
 	DefineCustomIntVariable("lockq.max_unsettled_rate",
 							"Sets how many locks per second may be made unsettled one at a time.",
-							"Each costs a flush, and a crash delays only those locks.  Above this rate all locks are made unsettled together, and a crash delays every lock (see DESIGN.md, \"Unsettled locks\").  -1: always one at a time.",
+							"Each costs a flush, and a crash delays only those locks.  Above this rate all locks are made unsettled together, and a crash delays every lock (see doc/design/durability.md, \"Unsettled locks\").  -1: always one at a time.",
 							&lockq_max_unsettled_rate,
 							200, -1, INT_MAX,
 							PGC_SIGHUP, 0,
@@ -127,7 +127,7 @@ lq_guc_define(void)
 
 	DefineCustomIntVariable("lockq.spin_time",
 							"Sets how long the lock server keeps looking for new requests before it sleeps, in microseconds.",
-							"Only while requests came that close together: a request that finds the lock server awake is taken without waking it (see DESIGN.md, \"The lock server's loop\").  0: it sleeps at once.",
+							"Only while requests came that close together: a request that finds the lock server awake is taken without waking it (see doc/design/shared-memory.md, \"The lock server's loop\").  0: it sleeps at once.",
 							&lockq_spin_time,
 							300, 0, 1000,
 							PGC_SIGHUP, 0,
@@ -143,7 +143,7 @@ lq_guc_define(void)
 
 	DefineCustomIntVariable("lockq.grant_row_delay",
 							"Sets how long a leased grant on an unsettled lock may be kept without its lockq.owners row.",
-							"A crash ends such a grant whether or not it has a row; once held this long it gets one, so that the crash leaves a record of it (see DESIGN.md, \"Grants without a row\").  0: every grant gets its row at once.",
+							"A crash ends such a grant whether or not it has a row; once held this long it gets one, so that the crash leaves a record of it (see doc/design/leases.md, \"Grants without a row\").  0: every grant gets its row at once.",
 							&lockq_grant_row_delay,
 							100, 0, INT_MAX,
 							PGC_SIGHUP, GUC_UNIT_MS,

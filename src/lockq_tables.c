@@ -643,7 +643,7 @@ lq_settle_list(const char *query, Oid *types, Datum *values, char **list)
 /*
  * lq_tables_settle runs once when the lock server starts with shared memory
  * made anew (a server start, a crash restart, a promotion), before it
- * loads anything; see DESIGN.md, "Durability".  Every lock that
+ * loads anything; see doc/design/durability.md.  Every lock that
  * lockq.unsettled names may have had changes shown before they were flushed
  * and lost in the crash: a grant or renewal (whose lease ends by the row's
  * until), or the end (a release, say) of a grant whose ttl is up to the

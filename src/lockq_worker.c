@@ -15,7 +15,7 @@
  *
  * Nothing a batch decides is visible before its commit.  Whether the commit
  * is flushed before the answers go out depends on what the batch promised
- * (lockq_durability.c decides; the rules are in DESIGN.md, "Durability", and
+ * (lockq_durability.c decides; the rules are in doc/design/durability.md, and
  * nowhere else).  Batches that only add or remove waiters never wait for a
  * flush.  If a batch fails, the transaction rolls back, the in-memory state
  * is rebuilt from the tables and the requests are applied again, one per
