@@ -132,12 +132,12 @@ bench:
 # liblockq's and the CLI's input parsers (durations, NOTIFY payloads,
 # conninfo, command lines) under libFuzzer with AddressSanitizer and
 # UndefinedBehaviorSanitizer, FUZZ_SECONDS each; see client/fuzz/Makefile.
-# (make test runs them briefly: test/t/017_fuzz.pl.)
+# (make test runs them briefly: test/t/307_client_fuzz.pl.)
 .PHONY: fuzz
 fuzz:
 	$(MAKE) -C client/fuzz PG_CONFIG=$(PG_CONFIG) run
 
-# The randomized crash test (test/t/030_torture.pl, which make test runs for
+# The randomized crash test (test/t/121_crash_torture.pl, which make test runs for
 # 40 s) for as long as asked: make torture SECONDS=600 [SEED=n].  Like make
 # test, it builds and installs the test build first (as root: and runs the
 # server as an unprivileged user); check-torture is the test alone.
@@ -148,14 +148,14 @@ torture:
 check-torture:
 	LOCKQ_TORTURE_SECONDS=$(or $(LOCKQ_TORTURE_SECONDS),$(SECONDS),600) \
 	  LOCKQ_TORTURE_SEED=$(or $(LOCKQ_TORTURE_SEED),$(SEED)) \
-	  $(MAKE) check-tap PROVE_TESTS=test/t/030_torture.pl
+	  $(MAKE) check-tap PROVE_TESTS=test/t/121_crash_torture.pl
 
 # liblockq's scenarios built with ThreadSanitizer, against a temporary
-# cluster (also part of make test: TAP 042_client_tsan).
+# cluster (also part of make test: TAP 303_client_tsan).
 .PHONY: check-tsan
 check-tsan:
 	$(MAKE) -C client PG_CONFIG=$(PG_CONFIG) tsan
-	$(MAKE) check-tap PROVE_TESTS=test/t/042_client_tsan.pl
+	$(MAKE) check-tap PROVE_TESTS=test/t/303_client_tsan.pl
 
 # Ten minutes (SOAK_SECONDS) of contention, not part of make test; see
 # test/soak.sh for what it checks and the bounds.

@@ -1,7 +1,7 @@
 --
 -- lockq_client: the SQL a client-side waiter uses (lockq_enqueue,
 -- lockq_heartbeat, lockq_cancel), in one session.  NOTIFY delivery and the
--- heartbeat deadline are tested in TAP (t/008_client_waiters.pl).
+-- heartbeat deadline are tested in TAP (t/005_client_waiters.pl).
 --
 -- Copyright (c) 2026, lockq developers
 -- This file is part of lockq, released under the PostgreSQL License
@@ -51,7 +51,7 @@ SELECT lockq_release('q', 'c4');
 SELECT count(*) AS locks FROM lockq_locks;
 SELECT enqueues >= 5 AS enqueues_counted FROM lockq_stats;
 -- lockq_await: a client-side waiter waits in a backend, keeping its place
--- (its wake-up by the grant: specs/lockq_await.spec, t/029_await.pl)
+-- (its wake-up by the grant: specs/lockq_await.spec, t/006_await.pl)
 SELECT lockq_try('aw', 'h') AS tokh \gset
 SELECT lockq_enqueue('aw', 'w1', '1 hour', NULL, '5 seconds') IS NULL AS w1_queued;
 SELECT lockq_enqueue('aw', 'w2', '1 hour', NULL, '5 seconds') IS NULL AS w2_queued;

@@ -144,7 +144,7 @@ SELECT lockq_release('batch:1', 'g1') AS released;
 RESET ROLE;
 SET ROLE lq_p2;
 SELECT lq_err($$SELECT lockq_enqueue('reports:nightly', 'squat', '1 day', NULL, '1 day')$$) AS p2_squats;
--- lockq_holds still answers, without a fence (see 027_fences)
+-- lockq_holds still answers, without a fence (see 007_fences)
 SELECT lockq_holds('reports:nightly', :tn) AS p2_sees_it_held;
 RESET ROLE;
 -- revoked: no new grants or waits; what it holds stays

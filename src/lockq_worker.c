@@ -450,7 +450,7 @@ lq_cmp_arrival(const ListCell *a, const ListCell *b)
  * PENDING to be applied again.  Not when the current batch has answered it
  * already: loading the state fires the timers that came due while no lock
  * server ran, and a lease's end hands the lock to a waiting backend, whose
- * answer is staged for its ACTIVE slot (TAP 034_rebuild_answers).
+ * answer is staged for its ACTIVE slot (TAP 108_rebuild_answers).
  */
 static List *
 lq_slots_in_flight(void)

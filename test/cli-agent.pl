@@ -1,6 +1,6 @@
 # test/cli-agent.pl LOCKQ CONNINFO DIR
 #
-# The fault matrix's agent (test/t/044_client_matrix.pl) for the lockq CLI,
+# The fault matrix's agent (test/t/309_client_matrix.pl) for the lockq CLI,
 # with the commands of client/python/tools/agent.py.  "acquire" starts
 # lockq run, whose command is the protected work: it writes the wall clock
 # (ns) to a file every 2 ms; the work's last line is what it did under the

@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  *
  * faketime_select.c
- *		Test helper, preloaded before libfaketime by t/006_clock.pl.
+ *		Test helper, preloaded before libfaketime by t/110_clock_jumps.pl.
  *
  * libfaketime stops faking the time in a thread while that thread is inside
  * one of the blocking calls it intercepts (select, epoll_wait, ...).  The

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 #
 # test/old-version.sh VERSION DIR -- the source of an earlier lockq release,
-# from git history, for the upgrade test (test/t/060_upgrade.pl).
+# from git history, for the upgrade test (test/t/901_upgrade.pl).
 #
 # The release is the newest commit on the first-parent line of HEAD (main's
 # own history, not a merged branch's) whose lockq.control says
@@ -12,7 +12,7 @@
 # no such commit exists.
 #
 # make test runs it before it copies the tree without .git for the test
-# user; 060_upgrade runs it itself when it finds neither that output nor
+# user; 901_upgrade runs it itself when it finds neither that output nor
 # more than a checkout.
 #
 # Copyright (c) 2026, lockq developers

@@ -5,7 +5,7 @@
 # PORT -U postgres -d postgres), against a fresh cluster with lockq
 # preloaded and the extension not yet created, and checks that psql
 # answers what README shows.  Prints each step; exits 1 if any differs.
-# make test-deb runs it against the installed packages (TAP 062_readme does
+# make test-deb runs it against the installed packages (TAP 903_doc_examples does
 # the same against the test build).
 #
 # Copyright (c) 2026, lockq developers

@@ -42,12 +42,12 @@ show_failures() {
 # a test whose tools are missing fails instead of skipping (LOCKQ_MAKE_TEST).
 export LOCKQ_MAKE_TEST=1
 lq_install_packages
-# (liblockq and the CLI too: 010_client_lib builds against the installed ones)
+# (liblockq and the CLI too: 301_client_lib builds against the installed ones)
 LQ_FAULT_INJECTION=1 LQ_INSTALL_CLIENT=1 \
 	LQ_CFLAGS="-Wall -Wmissing-prototypes -Wno-unused-parameter -Werror" lq_build_install
 
 # lq_old_versions DIR: the source of every version an upgrade script starts
-# from (sql/lockq--A--B.sql), from git history, into DIR for 060_upgrade,
+# from (sql/lockq--A--B.sql), from git history, into DIR for 901_upgrade,
 # which runs in a copy without .git.  Without that history (not a clone, a
 # shallow clone) the test fails and says why.
 lq_old_versions() {
@@ -56,7 +56,7 @@ lq_old_versions() {
 		v=${f#sql/lockq--}
 		v=${v%%--*}
 		./test/old-version.sh "$v" "$1" ||
-			log "060_upgrade will fail: it needs lockq $v from git history (above)"
+			log "901_upgrade will fail: it needs lockq $v from git history (above)"
 	done
 }
 

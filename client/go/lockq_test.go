@@ -3,7 +3,7 @@
 // (see LICENSE).
 
 // These tests need a server with lockq: LOCKQ_TEST_DSN names it (TAP
-// 052_go sets it); without it they are skipped, except the ones that need
+// 403_go sets it); without it they are skipped, except the ones that need
 // no server.
 package lockq
 

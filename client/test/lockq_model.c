@@ -48,7 +48,7 @@
  * possible orders.
  *
  * Prints "ok - ..." / "not ok - ..." lines (relayed as TAP assertions by
- * test/t/016_model.pl) and exits 0 when all passed.  On the first
+ * test/t/013_reference_model.pl) and exits 0 when all passed.  On the first
  * discrepancy it prints the step, the call, what the model expected and
  * what came back, and the last steps of the trace, and exits 1.  The seed
  * is printed first; the same seed makes the same choices as long as the

@@ -2,7 +2,7 @@
  *
  * lockqc_agent.c
  *		The C library's agent for the clients' fault matrix
- *		(test/t/044_client_matrix.pl), with the line commands of
+ *		(test/t/309_client_matrix.pl), with the line commands of
  *		client/python/tools/agent.py.
  *
  * argv: CONNINFO.  Commands on stdin, answers on stdout:

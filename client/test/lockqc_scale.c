@@ -2,7 +2,7 @@
  *
  * lockqc_scale.c
  *		Many client-side waiters on one lock over a few connections, driven
- *		by test/t/015_scale.pl.
+ *		by test/t/502_scale.pl.
  *
  *	lockqc_scale pq  CONNINFO LOCK N NCONN HEARTBEAT_MS TTL_MS
  *	lockqc_scale lib CONNINFO LOCK N NCONN HEARTBEAT_MS TTL_MS

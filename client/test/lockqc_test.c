@@ -6,7 +6,7 @@
  *	lockqc_test SCENARIO CONNINFO
  *
  * Prints "ok - ..." / "not ok - ..." lines (relayed as TAP assertions by
- * test/t/010_client_lib.pl, and for failover_hold by test/t/014_failover.pl)
+ * test/t/301_client_lib.pl, and for failover_hold by test/t/117_failover.pl)
  * and exits 0 when all passed.  Some scenarios coordinate with the TAP
  * script through stdout ("READY") and stdin.
  *
@@ -832,7 +832,7 @@ scenario_reconnect(void)
 /*
  * failover_hold: CONNINFO names a primary and its synchronous standby, with
  * target_session_attrs=read-write.  Two leases are held when the TAP script
- * (test/t/014_failover.pl) makes the standby the new primary after READY:
+ * (test/t/117_failover.pl) makes the standby the new primary after READY:
  * FH, with a 20 s ttl, must come through (renewed against the new primary,
  * same token); FL, with a 3 s ttl, runs out while there is no primary (the
  * script waits for its "LOST FL" before it promotes), so it must be
@@ -1396,7 +1396,7 @@ scenario_stall(void)
 	PQfinish(m);
 }
 
-/* ---- a TCP proxy (test/t/040) that black-holes traffic ---- */
+/* ---- a TCP proxy (test/t/302_client_faults.pl) that black-holes traffic ---- */
 
 /*
  * proxy_failover: CONNINFO lists the proxy first and the server itself

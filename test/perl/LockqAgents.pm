@@ -1,7 +1,7 @@
 # test/perl/LockqAgents.pm
 #
-# The clients' agents for the fault matrix (044_client_matrix) and the
-# failover rows (045_client_failover): one small program per client that
+# The clients' agents for the fault matrix (309_client_matrix) and the
+# failover rows (310_client_failover): one small program per client that
 # holds locks as an application does and answers line commands (see
 # client/python/tools/agent.py):
 #

@@ -3,7 +3,7 @@
 # The psql session of README.md ("A session in psql"), as steps that can be
 # run: each statement (the lines after "=# ", with the indented lines that
 # continue it) and the lines README shows psql answering.  Used by TAP
-# 062_readme (make test, against the test build) and by
+# 903_doc_examples (make test, against the test build) and by
 # test/readme-session.pl (make test-deb, against the installed packages).
 # Needs nothing outside Perl's core.
 #

@@ -3,7 +3,7 @@
 // (see LICENSE).
 
 // A fresh application that installed lockq from its npm pack tarball next
-// to its own pg (TAP 051_node): both kinds of source, extend, remaining,
+// to its own pg (TAP 402_node): both kinds of source, extend, remaining,
 // using, and the debug log of a lost lease.  Prints what it saw; exits 1
 // on a failure.
 'use strict';

@@ -3,7 +3,7 @@
 // (see LICENSE).
 
 // An application of lockq's TypeScript declarations, checked with
-// tsc --strict against the installed package (TAP 051_node): a type that
+// tsc --strict against the installed package (TAP 402_node): a type that
 // changed, or a declaration that went missing, fails the check.
 import * as lockq from 'lockq';
 

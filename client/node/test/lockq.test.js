@@ -3,7 +3,7 @@
 // (see LICENSE).
 
 'use strict';
-// lockq.js against a real server (LOCKQ_TEST_DSN, set by test/t/051_node.pl):
+// lockq.js against a real server (LOCKQ_TEST_DSN, set by test/t/402_node.pl):
 // FIFO, timeout, abort, renewals, lost leases, fencing, release on throw,
 // with a pg.Pool and with a pg.Client; and the NOTIFY payload parser.
 const { describe, it, before, after } = require('node:test');

@@ -4,7 +4,7 @@
 
 'use strict';
 // A lock client driven line by line, for the fault matrix of
-// test/t/044_client_matrix.pl (the same commands as
+// test/t/309_client_matrix.pl (the same commands as
 // client/python/tools/agent.py; "cancel" aborts an AbortSignal, "block"
 // blocks the event loop).  argv: DSN [pool]; with "pool", the agent's
 // locks go through a pg.Pool of DSN, not one pg.Client.

@@ -3,7 +3,7 @@
 // (see LICENSE).
 
 'use strict';
-// Hand-off latency of lockq.acquire (test/t/013_pgbouncer.pl): for each
+// Hand-off latency of lockq.acquire (test/t/308_pgbouncer.pl): for each
 // label=DSN given after the admin DSN, ROUNDS times, B waits for a lock A
 // holds, each on a pg.Client of its own through that DSN (mode node), or both
 // through one pg.Pool of that DSN (mode node-pool); the time from A's call

@@ -3,7 +3,7 @@
 # (see LICENSE).
 
 """What both test modules share: the server under test (LOCKQ_TEST_DSN, set
-by test/t/050_python.pl) and an administrator's connection to look at the
+by test/t/401_python.pl) and an administrator's connection to look at the
 lock views and play the other side."""
 
 import os
@@ -22,7 +22,7 @@ class LockqTestCase(unittest.TestCase):
 
     def setUp(self):
         if not DSN:
-            self.skipTest("LOCKQ_TEST_DSN is not set (run test/t/050_python.pl)")
+            self.skipTest("LOCKQ_TEST_DSN is not set (run test/t/401_python.pl)")
         self.admin = psycopg.connect(DSN, autocommit=True)
         self.name = self.id().rsplit(".", 1)[-1]
         self.addCleanup(self._check_and_close)     # runs after the test's cleanups

@@ -228,7 +228,7 @@ class AioTest(LockqTestCase):
         raised, not swallowed: before, asyncio.wait_for (Python < 3.12)
         returned the statement's result instead, and the cancelled wait
         went on waiting for ever (1 cancel in about 60 at 0-3 ms into a
-        wait; found by 044_client_matrix's cancel sweep).  300 cancels,
+        wait; found by 309_client_matrix's cancel sweep).  300 cancels,
         each at 0-3 ms, must each end within 2 s and leave nothing
         queued."""
         async def main():

@@ -3,7 +3,7 @@
 # (see LICENSE).
 
 """An application typed as strictly as mypy --strict wants, using lockq's
-public API.  TAP 050_python type-checks it against the installed package:
+public API.  TAP 401_python type-checks it against the installed package:
 an API that lost its annotations, or changed a type, fails the check."""
 
 import asyncio

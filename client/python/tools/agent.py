@@ -3,7 +3,7 @@
 # (see LICENSE).
 
 """A lock client driven line by line, for the fault matrix of
-test/t/044_client_matrix.pl and 045_client_failover.pl.  argv: sync|asyncio
+test/t/309_client_matrix.pl and 310_client_failover.pl.  argv: sync|asyncio
 DSN [pool]; with "pool", the agent's locks go through a psycopg_pool
 ConnectionPool (AsyncConnectionPool) of DSN, not one connection.  Commands
 on stdin:

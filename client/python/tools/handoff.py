@@ -2,7 +2,7 @@
 # This file is part of lockq, released under the PostgreSQL License
 # (see LICENSE).
 
-"""Hand-off latency of lockq.lock (test/t/013_pgbouncer.pl): for each DSN
+"""Hand-off latency of lockq.lock (test/t/308_pgbouncer.pl): for each DSN
 given, ROUNDS times, B waits for a lock A holds, each on a connection of its
 own through that DSN (modes sync, asyncio), or both through one pool of
 that DSN (modes sync-pool, asyncio-pool: psycopg_pool); the time from A's

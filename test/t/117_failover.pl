@@ -38,14 +38,14 @@ my $prog = "$ENV{TESTDIR}/client/test/lockqc_test";
 require_tool(-x $prog, "$prog not built");
 
 # The old primary's wall clock runs 10 minutes ahead (libfaketime, as in
-# 006_clock; CLOCK_MONOTONIC stays real), so that the new primary's clock
+# 110_clock_jumps; CLOCK_MONOTONIC stays real), so that the new primary's clock
 # can only continue above the old one from the replicated ceiling.
 my $libfaketime = '/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1';
 my $faked = -e $libfaketime;
 my %fake_env;
 if ($faked)
 {
-	my $shim = "$PostgreSQL::Test::Utils::tmp_check/faketime_select_014.so";
+	my $shim = "$PostgreSQL::Test::Utils::tmp_check/faketime_select_117.so";
 	system('cc', '-shared', '-fPIC', '-O2', '-o', $shim, 'test/faketime_select.c') == 0
 	  or BAIL_OUT('could not build test/faketime_select.c');
 	%fake_env = (

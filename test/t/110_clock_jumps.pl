@@ -32,7 +32,7 @@ my $shim = "$PostgreSQL::Test::Utils::tmp_check/faketime_select.so";
 system('cc', '-shared', '-fPIC', '-O2', '-o', $shim, 'test/faketime_select.c') == 0
   or BAIL_OUT('could not build test/faketime_select.c');
 
-my $rc = "$PostgreSQL::Test::Utils::tmp_check/faketime_006.rc";
+my $rc = "$PostgreSQL::Test::Utils::tmp_check/faketime_110.rc";
 sub set_clock
 {
 	my ($offset) = @_;

@@ -4,7 +4,7 @@
 # crash then ends every short grant and delays every lock, named anywhere or
 # not, until the leases that may have been lost have ended.  With
 # lockq.max_unsettled_rate = -1 the same stream costs a flush per batch and
-# a crash delays only the locks it touched (026_scoped_delay has the rest
+# a crash delays only the locks it touched (106_scoped_delay has the rest
 # of that case).  Last, a quick release covered only by the wide marker:
 # the crash after it must not bring the released grant back.
 #

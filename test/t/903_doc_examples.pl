@@ -12,7 +12,7 @@
 # examples name (account, report; the roles reporting and ops).  The other
 # blocks are fragments of programs (C, Python, JavaScript, Go), shell
 # commands that need what only other tests have (the exporter: TAP
-# 063_prometheus; Patroni: 036_patroni) or output.
+# 904_prometheus; Patroni: 119_patroni) or output.
 #
 # Copyright (c) 2026, lockq developers
 # This file is part of lockq, released under the PostgreSQL License

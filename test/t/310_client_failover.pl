@@ -11,7 +11,7 @@
 # survives a lost connection: a lock client cannot reconnect a connection
 # that is the application's.
 #
-# Each client checks the same properties as in 044_client_matrix:
+# Each client checks the same properties as in 309_client_matrix:
 # (a) holder: the lease of 20 s outlives the switch, the release goes out
 #     to the new primary, and B, queued there, is granted only after A's
 #     protected work stopped, within 2 s of A's release after a switchover

@@ -44,8 +44,8 @@
 # within its documented bound (a 2 s timeout or a cancel: within 1 s more;
 # the CLI, which also closes its connection, 3 s); (c) nothing is left held
 # or queued on the server afterwards, and no connection of a client that
-# is gone.  040_client_faults and 041_cli_faults have more faults for the C
-# library and the CLI; 045_client_failover has switchover and failover.
+# is gone.  302_client_faults and 306_cli_faults have more faults for the C
+# library and the CLI; 310_client_failover has switchover and failover.
 #
 # Copyright (c) 2026, lockq developers
 # This file is part of lockq, released under the PostgreSQL License

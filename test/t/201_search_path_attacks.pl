@@ -133,7 +133,7 @@ is(calls(q{backend OPERATOR(pg_catalog.<>) 'client backend'}), '0',
 $node->safe_psql('postgres', q{SELECT lockq_try('job', 'first', '2 s')},
 	extra_params => [ '-U', 'app' ]);
 $node->safe_psql('postgres', 'TRUNCATE evil.calls');
-my $flag = "$PostgreSQL::Test::Utils::tmp_check/018_ran";
+my $flag = "$PostgreSQL::Test::Utils::tmp_check/201_search_path_attacks_ran";
 my ($out, $err) = ('', '');
 IPC::Run::run([ $lockq, 'run', '-d', $app, '--ttl', '1500ms', '--timeout', '60s',
 		'job', '--', 'sh', '-c', "sleep 2 && touch $flag" ],

@@ -41,7 +41,7 @@
 #   - the Python client (threads and asyncio, a pool on the multi-host
 #     conninfo) holds through the switchover and its release goes out to
 #     the new primary at once, and its wait queued before it is granted
-#     there when the holder releases (see also 045_client_failover);
+#     there when the holder releases (see also 310_client_failover);
 #   - no fenced write of a grant that the old primary answered after the
 #     standby's promotion survives.  (Patroni, started again there,
 #     reloads it without synchronous_standby_names before it stops it:

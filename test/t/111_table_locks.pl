@@ -18,7 +18,7 @@ use Time::HiRes qw(time);
 use LockqTest;
 
 # Session-bound requests here must reach the lock server (a free lock is
-# otherwise granted by the backend itself, without the tables: 049): a
+# otherwise granted by the backend itself, without the tables: 012_fast_path): a
 # limit of the role's own keeps them there.
 my $node = lockq_node('tlocks',
 	conf => "lockq.table_lock_timeout = '1s'\nlockq.max_session_locks_per_role = 100000\n");

@@ -9,7 +9,7 @@
 # and their SQLSTATEs, nothing left behind).  Three fixed seeds and one
 # random one (printed; LOCKQ_MODEL_SEED sets it), each run's "ok"/"not ok"
 # lines relayed as assertions.  The trace of each run is in
-# tmp_check/log/016_model_seed<SEED>.trace; a run is reproduced with
+# tmp_check/log/013_reference_model_seed<SEED>.trace; a run is reproduced with
 #   client/test/lockq_model -s SEED -n STEPS 'CONNINFO'
 #
 # A lockq_get cancelled (or terminated) as the lock is handed to it must
@@ -50,7 +50,7 @@ diag("random seed: $random_seed");
 for my $run (@runs)
 {
 	my ($seed, $steps) = @$run;
-	my $trace = "$PostgreSQL::Test::Utils::log_path/016_model_seed$seed.trace";
+	my $trace = "$PostgreSQL::Test::Utils::log_path/013_reference_model_seed$seed.trace";
 	my ($out, $err) = ('', '');
 
 	# -d: at most 12 s of random steps (then it drains), whatever the load

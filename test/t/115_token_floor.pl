@@ -8,7 +8,7 @@
 # each start of the lock server moves tokens up to the clock, which does
 # not go back with them.  lockq_now()
 # continues above too.  (The promotion of a standby that was behind:
-# 014_failover.)
+# 117_failover.)
 #
 # Copyright (c) 2026, lockq developers
 # This file is part of lockq, released under the PostgreSQL License
