@@ -95,12 +95,12 @@ StaticAssertDecl(LQ_FAST_BUCKETS % LQ_FAST_PARTITIONS == 0,
  *	  written by the lock server (closed under every partition lock,
  *	  lq_fastpath_stop) and read by backends (again) under the partition
  *	  lock before they grant or release.
- *	- per_slot[s] is changed with the table, under the partition lock of
- *	  the grant concerned, and read without a lock (a slot at its share,
- *	  LQ_FAST_PER_BACKEND, takes the normal path; one with none has
- *	  nothing to adopt).  Its session's own grants and releases come one at
- *	  a time, but the lock server may adopt another of its grants, under
- *	  another partition lock, at the same time.
+ *	- per_slot[s] is atomic: it is changed with the table, under the
+ *	  partition lock of the grant concerned, and two partitions' locks do
+ *	  not exclude each other (the session grants one lock while the lock
+ *	  server adopts another of its grants); it is read without a lock (a
+ *	  slot at its share, LQ_FAST_PER_BACKEND, takes the normal path; one
+ *	  with none has nothing to adopt when its session ends).
  */
 typedef struct LqFastShared
 {
@@ -108,7 +108,7 @@ typedef struct LqFastShared
 	pg_atomic_uint64 count;		/* grants in the table */
 	pg_atomic_uint32 inflight[LQ_FAST_BUCKETS];
 	int32		known[LQ_FAST_BUCKETS];
-	int32		per_slot[FLEXIBLE_ARRAY_MEMBER];	/* grants of each slot */
+	pg_atomic_uint32 per_slot[FLEXIBLE_ARRAY_MEMBER];	/* grants of each slot */
 } LqFastShared;
 
 static LqFastShared *lq_fast = NULL;
@@ -128,7 +128,7 @@ static Size
 lq_fast_shared_size(void)
 {
 	return add_size(offsetof(LqFastShared, per_slot),
-					mul_size(sizeof(int32), MaxBackends));
+					mul_size(sizeof(pg_atomic_uint32), MaxBackends));
 }
 
 static void
@@ -167,6 +167,8 @@ lq_fast_shmem_startup(void)
 		pg_atomic_init_u64(&lq_fast->count, 0);
 		for (i = 0; i < LQ_FAST_BUCKETS; i++)
 			pg_atomic_init_u32(&lq_fast->inflight[i], 0);
+		for (i = 0; i < MaxBackends; i++)
+			pg_atomic_init_u32(&lq_fast->per_slot[i], 0);
 	}
 	lq_fast_locks = GetNamedLWLockTranche(LQ_FAST_TRANCHE);
 	memset(&info, 0, sizeof(info));
@@ -248,7 +250,7 @@ lq_fastpath_grant(const char *lock_id, int slotno, int pid, int64 session_start,
 	int64		token = 0;
 
 	if (lq_fast == NULL || !pg_atomic_read_u32(&lq_fast->ok) ||
-		lq_fast->per_slot[slotno] >= LQ_FAST_PER_BACKEND)
+		pg_atomic_read_u32(&lq_fast->per_slot[slotno]) >= LQ_FAST_PER_BACKEND)
 		return 0;
 	hash = lq_fast_hash(lock_id);
 	bucket = hash % LQ_FAST_BUCKETS;
@@ -284,7 +286,7 @@ lq_fastpath_grant(const char *lock_id, int slotno, int pid, int64 session_start,
 		{
 			e->token = token;
 			e->slotno = slotno;
-			lq_fast->per_slot[slotno]++;
+			pg_atomic_fetch_add_u32(&lq_fast->per_slot[slotno], 1);
 			pg_atomic_fetch_add_u64(&lq_fast->count, 1);
 		}
 		else
@@ -301,7 +303,7 @@ lq_fastpath_grant(const char *lock_id, int slotno, int pid, int64 session_start,
 static void
 lq_fast_drop(LqFastGrant *e, uint32 hash)
 {
-	lq_fast->per_slot[e->slotno]--;
+	pg_atomic_fetch_sub_u32(&lq_fast->per_slot[e->slotno], 1);
 	hash_search_with_hash_value(lq_fast_table, e->lock_id, hash,
 								HASH_REMOVE, NULL);
 	pg_atomic_fetch_sub_u64(&lq_fast->count, 1);
@@ -432,7 +434,7 @@ lq_fastpath_adopt_slot(int slotno)
 	LqFastGrant *e;
 	List	   *out = NIL;
 
-	if (lq_fast->per_slot[slotno] == 0)
+	if (pg_atomic_read_u32(&lq_fast->per_slot[slotno]) == 0)
 		return NIL;
 	lq_fast_lock_all();
 	hash_seq_init(&seq, lq_fast_table);
@@ -464,6 +466,7 @@ lq_fastpath_stop(void)
 {
 	HASH_SEQ_STATUS seq;
 	LqFastGrant *e;
+	int			i;
 
 	lq_fast_lock_all();
 	pg_atomic_write_u32(&lq_fast->ok, 0);
@@ -472,7 +475,8 @@ lq_fastpath_stop(void)
 		hash_search(lq_fast_table, e->lock_id, HASH_REMOVE, NULL);
 	pg_atomic_write_u64(&lq_fast->count, 0);
 	memset(lq_fast->known, 0, sizeof(lq_fast->known));
-	memset(lq_fast->per_slot, 0, sizeof(int32) * MaxBackends);
+	for (i = 0; i < MaxBackends; i++)
+		pg_atomic_write_u32(&lq_fast->per_slot[i], 0);
 	lq_fast_unlock_all();
 }
 
