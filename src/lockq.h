@@ -125,7 +125,7 @@ typedef enum LqError
 
 	/* With LQ_ST_ERROR, from the lock server's loop (lockq_worker.c). */
 	LQ_ERR_TABLES_LOCKED,		/* lockq's tables stayed locked for
-								 * lockq.table_lock_timeout; name: the
+								 * lockq.table_lock_timeout; message: the
 								 * relation, arg: the holder's pid or 0 */
 	LQ_ERR_NOT_INSTALLED,		/* no extension in the lock server's
 								 * database */
@@ -186,9 +186,9 @@ typedef struct LqResult
 	int64		token;
 	LqError		error;			/* see LqError for the fields below */
 	int64		arg;
-	char		name[NAMEDATALEN];
 	int			sqlerrcode;		/* an error the lock server got itself */
-	char		message[LQ_ERRMSG_LEN]; /* ...its message */
+	char		message[LQ_ERRMSG_LEN]; /* ...its message (or a relation's
+										 * name, what the lock server does) */
 	char		hint[LQ_ERRMSG_LEN];	/* ...its hint; empty: none */
 } LqResult;
 

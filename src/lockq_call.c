@@ -856,9 +856,9 @@ lq_call_raise_if_error(const LqRequest *req, const LqResult *res)
 					 errmsg("lockq lock server could not lock its tables within lockq.table_lock_timeout"),
 					 res->arg != 0 ?
 					 errhint("Relation \"%s.%s\" is locked by process %d; lockq serves no request that could write its tables until that lock is released.",
-							 LQ_SCHEMA, res->name, (int) res->arg) :
+							 LQ_SCHEMA, res->message, (int) res->arg) :
 					 errhint("Relation \"%s.%s\" is locked by another transaction; lockq serves no request that could write its tables until that lock is released.",
-							 LQ_SCHEMA, res->name)));
+							 LQ_SCHEMA, res->message)));
 			break;
 		case LQ_ERR_NOT_INSTALLED:
 			ereport(ERROR,

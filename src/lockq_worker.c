@@ -177,7 +177,7 @@ lq_refuse_blocked(int slotno, uint64 reqid)
 	char	   *rel = get_rel_name(lq_blocked->relid);
 
 	lq_shmem_result_error(&res, LQ_ERR_TABLES_LOCKED, lq_blocked->holder);
-	strlcpy(res.name, rel ? rel : "?", sizeof(res.name));
+	strlcpy(res.message, rel ? rel : "?", sizeof(res.message));
 	lq_outbox_reply(slotno, reqid, &res);
 }
 
