@@ -306,6 +306,10 @@ class LeaseCore:
         give_up = None if self._timeout is None else monotonic() + self._timeout
         queued = False
         sent = reached = monotonic()
+
+        def pause_until(t):     # a sleep never outlasts the timeout
+            return Sleep(t if give_up is None else min(t, give_up))
+
         try:
             while True:
                 now = monotonic()
@@ -329,15 +333,14 @@ class LeaseCore:
                     except psycopg.OperationalError:
                         if monotonic() - reached > self._heartbeat:
                             raise
-                        yield Sleep(min(monotonic() + RETRY_DELAY, give_up or float("inf")))
+                        yield pause_until(monotonic() + RETRY_DELAY)
                         continue
                     queued = True
                     reached = sent
                     if token is not None:
                         return token, sent
                     continue
-                until = sent + self._heartbeat / 3
-                yield Sleep(until if give_up is None else min(until, give_up))
+                yield pause_until(sent + self._heartbeat / 3)
         except BaseException:
             yield Shielded(self._g_withdraw())
             raise

@@ -44,7 +44,7 @@ from __future__ import annotations
 import select
 import threading
 import weakref
-from time import monotonic
+from time import monotonic, sleep
 from types import TracebackType
 from typing import Any, Literal, Optional, Type, Union
 
@@ -518,7 +518,7 @@ class Lease(LeaseCore):
         if isinstance(effect, Sleep):
             return self._sleep(effect.until)
         if isinstance(effect, Pause):
-            return threading.Event().wait(max(0.0, effect.until - monotonic()))
+            return sleep(max(0.0, effect.until - monotonic()))
         return self._drive(effect.gen)      # Shielded: nothing cancels a thread
 
     def _sleep(self, until):
