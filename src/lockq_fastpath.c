@@ -69,6 +69,7 @@
 #include "utils/hsearch.h"
 
 #include "lockq_fastpath.h"
+#include "lockq_fault.h"
 #include "lockq_session.h"
 #include "lockq_shmem.h"
 
@@ -91,7 +92,11 @@ StaticAssertDecl(LQ_FAST_BUCKETS % LQ_FAST_PARTITIONS == 0,
  *	  backends without a lock and read under the bucket's partition lock by
  *	  a backend about to grant (a claim made after that read comes after
  *	  the grant).  count is changed with the table, under the partition
- *	  lock, and read without one (zero: nothing to look for).  ok is
+ *	  lock, and read without one (zero: nothing to look for).  A grant
+ *	  being made is counted only when it is whole, so a zero read may miss
+ *	  it: the lock server decides on such a read only what may come before
+ *	  that grant (an answer that the lock is not held), and grants only a
+ *	  lock it has entered (lq_fastpath_adopt with create, under the lock).  ok is
  *	  written by the lock server (closed under every partition lock,
  *	  lq_fastpath_stop) and read by backends (again) under the partition
  *	  lock before they grant or release.
@@ -265,6 +270,8 @@ lq_fastpath_grant(const char *lock_id, int slotno, int pid, int64 session_start,
 	{
 		LqSessionGrant g;
 
+		/* the grant is not counted yet: the lock server must not miss it */
+		LQ_FAULT("fast-grant-checked");
 		memset(&g, 0, sizeof(g));
 		g.token = token;
 		strlcpy(g.lock_id, lock_id, sizeof(g.lock_id));

@@ -1048,6 +1048,10 @@ lq_grant(LqLock *lock, LqHolder *h, int64 lease)
 {
 	LqOwnerRow	row;
 
+	/* a second holder is never right: fail the batch, rebuild the state */
+	if (lock->held)
+		elog(ERROR, "lockq: lock \"%s\" is held already, not granted again",
+			 lock->lock_id);
 	h->acquired = lq_durability_tick();
 	h->expires = h->acquired + lease;
 	h->token = lq_durability_next_token();
@@ -1876,6 +1880,11 @@ lq_apply_get(int slotno, uint64 reqid, const LqRequest *req, int64 now)
 /*
  * lq_apply_try: lockq_try.  Never queues: token, or NOT_AVAILABLE when the
  * lock is held by another owner or anyone is queued (no barging).
+ *
+ * A lock the rules have nothing of is entered before it is granted, and
+ * entering it adopts a grant a backend made by itself meanwhile (the first
+ * lookup may miss one half made: lq_fastpath_adopt reads the table's count
+ * without its lock).  Such a grant came first: the lock is not free then.
  */
 static void
 lq_apply_try(int slotno, uint64 reqid, const LqRequest *req, int64 now)
@@ -1892,11 +1901,14 @@ lq_apply_try(int slotno, uint64 reqid, const LqRequest *req, int64 now)
 			lq_refuse_over_limit(slotno, reqid, req, LQ_LIMIT_GRANT))
 			return;
 		lock = lq_lock_lookup(req->lock_id, true);
-		token = lq_grant_now(lock, slotno, req, req->ttl_us);
-		lq_reply(slotno, reqid, LQ_ST_GRANTED, token, true);
+		if (lq_lock_is_free(lock, now))
+		{
+			token = lq_grant_now(lock, slotno, req, req->ttl_us);
+			lq_reply(slotno, reqid, LQ_ST_GRANTED, token, true);
+			return;
+		}
 	}
-	else
-		lq_reply(slotno, reqid, LQ_ST_NOT_AVAILABLE, 0, false);
+	lq_reply(slotno, reqid, LQ_ST_NOT_AVAILABLE, 0, false);
 }
 
 static bool

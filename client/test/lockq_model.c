@@ -899,18 +899,20 @@ errs_describe(unsigned errs)
 static const char *
 expect_describe(const Expect *x)
 {
-	static char buf[200];
+	static char bufs[4][200];	/* one message may describe four */
+	static int	n = 0;
+	char	   *buf = bufs[n = (n + 1) % 4];
 
 	switch (x->kind)
 	{
 		case X_TOKEN:
 			if (x->fresh)
-				snprintf(buf, sizeof(buf), "a new token");
+				snprintf(buf, sizeof(bufs[0]), "a new token");
 			else if (ev_token(x->ev))
-				snprintf(buf, sizeof(buf), "the holder's token %" PRId64,
+				snprintf(buf, sizeof(bufs[0]), "the holder's token %" PRId64,
 						 ev_token(x->ev));
 			else
-				snprintf(buf, sizeof(buf), "the holder's token (not seen yet)");
+				snprintf(buf, sizeof(bufs[0]), "the holder's token (not seen yet)");
 			break;
 		case X_NULL:
 			return "NULL";
@@ -919,7 +921,7 @@ expect_describe(const Expect *x)
 		case X_FALSE:
 			return "false";
 		case X_ERROR:
-			snprintf(buf, sizeof(buf), "error %s", errs_describe(x->errs));
+			snprintf(buf, sizeof(bufs[0]), "error %s", errs_describe(x->errs));
 			break;
 		case X_QUEUED:
 			return "to wait in the queue";
@@ -932,12 +934,14 @@ expect_describe(const Expect *x)
 static const char *
 actual_describe(const Actual *a)
 {
-	static char buf[500];
+	static char bufs[2][500];	/* one message may describe two */
+	static int	n = 0;
+	char	   *buf = bufs[n = (n + 1) % 2];
 
 	switch (a->kind)
 	{
 		case A_TOKEN:
-			snprintf(buf, sizeof(buf), "token %" PRId64, a->token);
+			snprintf(buf, sizeof(bufs[0]), "token %" PRId64, a->token);
 			break;
 		case A_NULL:
 			return "NULL";
@@ -946,13 +950,13 @@ actual_describe(const Actual *a)
 		case A_FALSE:
 			return "false";
 		case A_ERROR:
-			snprintf(buf, sizeof(buf), "error: %s", a->msg);
+			snprintf(buf, sizeof(bufs[0]), "error: %s", a->msg);
 			break;
 		case A_LOST:
-			snprintf(buf, sizeof(buf), "connection lost: %s", a->msg);
+			snprintf(buf, sizeof(bufs[0]), "connection lost: %s", a->msg);
 			break;
 		case A_OTHER:
-			snprintf(buf, sizeof(buf), "unexpected result: %s", a->msg);
+			snprintf(buf, sizeof(bufs[0]), "unexpected result: %s", a->msg);
 			break;
 	}
 	return buf;

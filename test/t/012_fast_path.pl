@@ -10,6 +10,9 @@
 #  * a request on its way to the lock server keeps the fast path off for
 #    its lock: with the lock server stalled, a later lockq_try waits for it
 #    and finds the lock taken (fails without the claims);
+#  * a request that meets a grant half made finds it whole before it
+#    grants: with the grant stalled, the lock server waits for it and
+#    answers the lockq_try with another owner NULL;
 #  * its lease runs out: lockq_holds false, another session gets the lock,
 #    the late release is false;
 #  * the end of its session, a lock-server restart and a crash;
@@ -133,6 +136,30 @@ ok(defined waiter_result($b, qr/b:(\d+)/), 'b, first in line, gets Q');
 is(waiter_result($c, qr/c:(\w+)/), 'none', 'c does not');
 end_session($nudge);
 $b->query_safe("SELECT lockq_release('Q', 'b')");
+
+# --- a grant half made when a request meets its lock -------------------------
+# a's check of the bucket comes before d's claim; the lock server, looking
+# while a's grant is not counted yet, finds the lock free, and must find it
+# taken once it goes to grant it (both got a token: 013_reference_model)
+ok($node->poll_query_until('postgres', 'SELECT holders = 0 FROM lockq_stats'),
+	'nothing is held');
+$node->safe_psql('postgres', "SELECT lockq_fault_arm('fast-grant-checked', 'wait')");
+my $half = start_waiter($node, 'half', "SELECT 'half:' || lockq_try('H');");
+ok(fault_fired($node, 'fast-grant-checked'), "a's grant of the free lock H is half made");
+my $d = start_waiter($node, 'd', "SELECT 'd:' || coalesce(lockq_try('H', 'd')::text, 'none');");
+ok($node->poll_query_until('postgres',
+		"SELECT count(*) = 1 FROM pg_stat_activity WHERE wait_event = 'lockq fast path'"),
+	"the lock server, applying d's lockq_try of H, waits for a's grant to be whole");
+$node->safe_psql('postgres', "SELECT lockq_fault_wakeup('fast-grant-checked')");
+my $th = waiter_result($half, qr/half:(\d+)/);
+ok(defined $th, 'a gets H');
+is(waiter_result($d, qr/d:(\w+)/), 'none', 'd does not');
+is(q1("SELECT count(*) || ':' || max(token) FROM lockq_locks WHERE lock_id = 'H'"),
+	'1:' . ($th // ''), 'H has one holder, with the token a got');
+end_session($_) for ($half, $d);
+ok($node->poll_query_until('postgres', "SELECT count(*) = 0 FROM lockq_locks WHERE lock_id = 'H'"),
+	"the end of a's session frees H");
+is(q1("SELECT lockq_release('H', 'd', lockq_try('H', 'd'))"), 't', 'then d gets and releases H');
 
 # --- its lease runs out ----------------------------------------------------------
 my $te = $a->query_safe("SELECT lockq_try('E', NULL, '1 s')");
