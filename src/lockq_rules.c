@@ -6,13 +6,14 @@
  *		and session ends leave behind (nothing).
  *
  * Everything here runs in the worker, inside its batch transaction, one
- * request at a time in arrival order.  The in-memory state is the truth
- * while the worker runs; every change is also recorded where the worker can
- * rebuild this state from after a restart or an error: grants that outlive
- * their session and client-side waiters in the tables, in the same
- * transaction (lockq_tables.c); session-bound grants in shared memory
- * (lockq_session.c) and waiting backends in their request slots, both when
- * the batch is published.  Answers to backends and NOTIFYs are collected
+ * request at a time in arrival order.  The in-memory state (its structs
+ * are in lockq_rules_int.h) is the truth while the worker runs; every
+ * change is also recorded where lockq_recovery.c can rebuild this state
+ * from after a restart or an error: grants that outlive their session and
+ * client-side waiters in the tables, in the same transaction
+ * (lockq_tables.c); session-bound grants in shared memory (lockq_session.c)
+ * and waiting backends in their request slots, both when the batch is
+ * published.  Answers to backends and NOTIFYs are collected
  * by the worker and only released after the commit.
  *
  * Invariants:
@@ -51,6 +52,7 @@
 #include "lockq_leases.h"
 #include "lockq_outbox.h"
 #include "lockq_rules.h"
+#include "lockq_rules_int.h"
 #include "lockq_session.h"
 #include "lockq_shmem.h"
 #include "lockq_tables.h"
@@ -70,25 +72,6 @@
 #define LQ_TIMER_SLICE			32
 #define LQ_TIMERS_PER_BATCH		256
 
-typedef struct LqTimerGroup LqTimerGroup;
-typedef enum LqTimerKind
-{
-	LQ_TIMER_LEASE,				/* LqLock.lease: the grant's lease ends */
-	LQ_TIMER_DELAY,				/* LqLock.delay: a delay after a restart ends */
-	LQ_TIMER_ROW,				/* LqLock.row: a grant without a row gets it */
-	LQ_TIMER_WAITER				/* LqWaiter.timer: a timeout or heartbeat */
-} LqTimerKind;
-
-typedef struct LqTimer
-{
-	pairingheap_node ph;
-	int64		at;
-	bool		armed;
-	LqTimerKind kind;
-	bool		memory_only;	/* in lq_wait_timers */
-	LqTimerGroup *group;		/* else: the group whose heap it is in */
-} LqTimer;
-
 /* The armed timers of one role (see above). */
 struct LqTimerGroup
 {
@@ -101,121 +84,6 @@ struct LqTimerGroup
 								 * lq_rules_run_timers) */
 	bool		in_turn;
 };
-
-typedef struct LqWaiter LqWaiter;
-
-typedef struct LqLock
-{
-	char		lock_id[LQ_MAX_ID_LEN + 1]; /* hash key, must be first */
-	bool		held;
-	bool		ending;			/* grant over, row deletion deferred */
-	bool		in_deferred;
-	bool		in_shmem;		/* session-bound: in lockq_session.c, not in
-								 * lockq.owners */
-	bool		quick;			/* offered to lockq_leases.c: its session may
-								 * release it by itself */
-	bool		rowless;		/* a leased grant without its lockq.owners
-								 * row: its record is its entry there */
-	bool		was_rowless;	/* this grant was: transactions may be fenced
-								 * on it in its entry */
-	uint32		end_fences;		/* fences read when it was marked ending */
-	char	   *owner;
-	char	   *channel;		/* holder's NOTIFY channel, or NULL */
-	int64		token;
-	int64		ttl;
-	int64		acquired;
-	int64		expires;
-	int			session_slot;	/* session-bound grants: the slot, else -1 */
-	int			session_pid;
-	int64		session_start;
-	Oid			role;
-	ItemPointerData row_tid;	/* its lockq.owners row, while held */
-	int64		pickup_heartbeat;	/* granted to a lockq_await with the full
-									 * lease: the waiter's heartbeat
-									 * interval, the lease it keeps if the
-									 * session never reads the answer */
-	LqTimer		lease;
-	LqTimer		row;			/* while rowless: when it gets its row */
-	int64		delay_until;	/* after a restart: nothing is granted
-								 * before this (see lockq_durability.c), the
-								 * later of lost_until and hold_until */
-	int64		lost_until;		/* leases that may have been lost end */
-	int64		hold_token;		/* a grant that survived, whose holder */
-	int64		hold_until;		/* ...may count on it until this */
-	LqTimer		delay;
-	dlist_node	session_node;	/* in LqSession.held */
-	dlist_node	deferred_node;	/* in lq_deferred */
-	dlist_head	queue;			/* of LqWaiter, head is next */
-	int			nwaiters;
-	int			durable_changes;	/* leases and early ends shown since the
-									 * rules met it (lq_lock_is_new) */
-} LqLock;
-
-typedef struct LqWaiterKey
-{
-	char		lock_id[LQ_MAX_ID_LEN + 1];
-	char		owner[LQ_MAX_OWNER_LEN + 1];
-} LqWaiterKey;
-
-struct LqWaiter
-{
-	LqWaiterKey key;			/* hash key, must be first */
-	LqLock	   *lock;
-	int64		ts;
-	bool		client;			/* client-side waiter, else a backend */
-	int			slot;			/* backend waiter: its slot and request */
-	uint64		reqid;
-	int			session_pid;
-	int64		session_start;
-	bool		session_owner;	/* owner is the waiting session itself */
-	int64		ttl;
-	int64		heartbeat;		/* client waiter: µs allowed between calls */
-	Oid			role;
-	char	   *channel;
-	ItemPointerData row_tid;	/* client waiter: its lockq.queue row */
-	int			await_slot;		/* client waiter: the session blocked in
-								 * lockq_await for it (-1: none) */
-	uint64		await_reqid;	/* ...and its request */
-	LqTimer		timer;			/* timeout, heartbeat deadline, or the end
-								 * of a lockq_await */
-	dlist_node	node;
-};
-
-/*
- * Who holds a lock and on what terms: what lq_hold_lock writes into it, for
- * a new grant (lq_grant) and for one loaded after a restart.
- */
-typedef struct LqHolder
-{
-	const char *owner;
-	const char *channel;		/* a client waiter's NOTIFY channel, or NULL */
-	int64		token;
-	int64		ttl;			/* the lease it asked for */
-	int64		acquired;
-	int64		expires;
-	Oid			role;
-	bool		in_shmem;		/* session-bound: lockq_session.c, no row */
-	int			session_slot;	/* session-bound: its live session's slot */
-	int			session_pid;
-	int64		session_start;
-} LqHolder;
-
-/* A waiter to queue (lq_waiter_create): new, or loaded after a restart. */
-typedef struct LqWaiterSpec
-{
-	const char *owner;
-	bool		client;			/* lockq_enqueue, else a backend in lockq_get */
-	int64		ts;				/* its place; 0: a new waiter, at the tail */
-	int64		since;			/* backend: when its call was made, or 0 */
-	int64		ttl;			/* the lease it asks for */
-	int64		heartbeat;		/* client: µs allowed between calls */
-	Oid			role;
-	const char *channel;		/* client: NOTIFY channel, or NULL */
-	int			slotno;			/* backend: its slot, request and session */
-	uint64		reqid;
-	int			session_pid;
-	int64		session_start;
-} LqWaiterSpec;
 
 /* Per request slot: what a session has in the lock table. */
 typedef struct LqSession
@@ -235,14 +103,6 @@ typedef struct LqRoleUsage
 	int			session_locks;	/* session-bound grants */
 } LqRoleUsage;
 
-typedef enum LqEndReason
-{
-	LQ_END_RELEASE,
-	LQ_END_EXPIRE,
-	LQ_END_SESSION,
-	LQ_END_FORCE,
-	LQ_END_CANCEL
-} LqEndReason;
 
 static MemoryContext lq_rules_cxt = NULL;
 static HTAB *lq_locks = NULL;
@@ -266,7 +126,6 @@ static int64 lq_all_until = 0;	/* after a crash with every lock unsettled
 								 * before */
 
 static void lq_delay_new_lock(LqLock *lock);
-static void lq_hold_lock(LqLock *lock, const LqHolder *h);
 
 /*
  * Queue lengths, for the longest queue (lockq_stats.longest_queue) in
@@ -279,7 +138,6 @@ static int *lq_qlen_locks = NULL;
 static int	lq_qlen_size = 0;	/* entries allocated */
 static int	lq_longest = 0;
 
-static void lq_end_grant(LqLock *lock, LqEndReason why, int64 now);
 static void lq_slot_set_queued(int slotno, int64 ts);
 static void lq_finish_end(LqLock *lock, int64 now);
 static void lq_grant_next(LqLock *lock, int64 now);
@@ -386,8 +244,8 @@ lq_timer_disarm(LqTimer *t)
 		lq_group_requeue(t->group);
 }
 
-static void
-lq_timer_arm(LqTimer *t, int64 at)
+void
+lq_rules_timer_arm(LqTimer *t, int64 at)
 {
 	Oid			role;
 	LqTimerGroup *g;
@@ -423,7 +281,7 @@ lq_timer_first_of_groups(void)
 /*
  * lq_rules_reset forgets everything (the tables stay as they are).
  */
-static void
+void
 lq_rules_reset(void)
 {
 	HASHCTL		ctl;
@@ -581,7 +439,7 @@ lq_strfree(char **s)
 
 /*
  * lq_lock_new enters a lock the rules have nothing of: free, nobody
- * queued (lq_lock_lookup).
+ * queued (lq_rules_lock_lookup).
  */
 static LqLock *
 lq_lock_new(const char *lock_id)
@@ -628,6 +486,17 @@ lq_lock_new(const char *lock_id)
 }
 
 /*
+ * lq_rules_file_under_session files the session-bound grant of lock under
+ * the live session in slot slotno, so that it ends with that session.
+ */
+void
+lq_rules_file_under_session(LqLock *lock, int slotno)
+{
+	lock->session_slot = slotno;
+	dlist_push_tail(&lq_sessions[slotno].held, &lock->session_node);
+}
+
+/*
  * lq_adopt_fast_grant makes the grant that a backend made by itself
  * (lockq_fastpath.c, taken out of its table by the caller) the holder of
  * lock, as if the rules had made it: in its session's list, with its lease
@@ -650,10 +519,10 @@ lq_adopt_fast_grant(LqLock *lock, const LqFastGrant *fast)
 			.in_shmem = true, .session_slot = fast->slotno,
 		.session_pid = g.pid, .session_start = g.session_start};
 
-		lq_hold_lock(lock, &h);
+		lq_rules_hold(lock, &h);
 	}
-	lq_timer_arm(&lock->lease, lock->expires);
-	dlist_push_tail(&lq_sessions[fast->slotno].held, &lock->session_node);
+	lq_rules_timer_arm(&lock->lease, lock->expires);
+	lq_rules_file_under_session(lock, fast->slotno);
 }
 
 /*
@@ -677,13 +546,13 @@ lq_adopt_fast_of_slot(int slotno)
 }
 
 /*
- * lq_lock_lookup finds lock_id in the rules' state.  A lock they have
+ * lq_rules_lock_lookup finds lock_id in the rules' state.  A lock they have
  * nothing of may have been granted by a backend by itself: that grant is
  * adopted first (lq_fastpath_adopt), so that whatever the caller does next
  * meets it.  With create, a lock not found is entered (free).
  */
-static LqLock *
-lq_lock_lookup(const char *lock_id, bool create)
+LqLock *
+lq_rules_lock_lookup(const char *lock_id, bool create)
 {
 	LqLock	   *lock = hash_search(lq_locks, lock_id, HASH_FIND, NULL);
 	LqFastGrant fast;
@@ -712,11 +581,35 @@ lq_delay_new_lock(LqLock *lock)
 		lq_all_until = 0;
 		return;
 	}
-	lock->lost_until = lq_all_until;
-	lock->delay_until = lq_all_until;
-	lq_timer_arm(&lock->delay, lq_all_until);
+	lq_rules_delay(lock, lq_all_until, 0, 0, lq_all_until);
+}
+
+/*
+ * lq_rules_delay delays lock after a restart: nothing is granted before
+ * until; leases that may have been lost end at lost_until; the grant with
+ * hold_token, which survived, may be counted on until hold_until.
+ */
+void
+lq_rules_delay(LqLock *lock, int64 lost_until, int64 hold_token,
+			   int64 hold_until, int64 until)
+{
+	lock->lost_until = lost_until;
+	lock->hold_token = hold_token;
+	lock->hold_until = hold_until;
+	lock->delay_until = until;
+	lq_rules_timer_arm(&lock->delay, until);
 	lq_ndelayed++;
-	lq_delay_max = Max(lq_delay_max, lq_all_until);
+	lq_delay_max = Max(lq_delay_max, until);
+}
+
+/*
+ * lq_rules_delay_all: until all_until (the wide marker's delay after a
+ * crash) no lock is granted, also one the rules meet for the first time.
+ */
+void
+lq_rules_delay_all(int64 all_until)
+{
+	lq_all_until = all_until;
 }
 
 /*
@@ -757,8 +650,8 @@ lq_waiter_key(LqWaiterKey *key, const char *lock_id, const char *owner)
 	strlcpy(key->owner, owner, sizeof(key->owner));
 }
 
-static LqWaiter *
-lq_waiter_lookup(const char *lock_id, const char *owner)
+LqWaiter *
+lq_rules_waiter_lookup(const char *lock_id, const char *owner)
 {
 	LqWaiterKey key;
 
@@ -896,13 +789,13 @@ lq_publish_session_grant(const LqLock *lock)
 }
 
 /*
- * lq_hold_lock makes h the holder of lock (which nobody holds) and counts
+ * lq_rules_hold makes h the holder of lock (which nobody holds) and counts
  * it: for a new grant and for one loaded after a restart.  The caller arms
  * the lease timer (or defers the hand-off) and files a session-bound grant
  * under its session.
  */
-static void
-lq_hold_lock(LqLock *lock, const LqHolder *h)
+void
+lq_rules_hold(LqLock *lock, const LqHolder *h)
 {
 	Assert(!lock->held);
 	lock->held = true;
@@ -934,15 +827,27 @@ lq_hold_lock(LqLock *lock, const LqHolder *h)
 }
 
 /*
- * lq_put_lease_entry stages lock's grant in the table of quick releases
+ * lq_rules_put_lease_entry stages lock's grant in the table of quick releases
  * (lockq_leases.c), seen when the batch is published: with a lease end of
  * expires (0: closed to releases) and marked rowless or not.
  */
-static void
-lq_put_lease_entry(const LqLock *lock, int64 expires, bool rowless)
+void
+lq_rules_put_lease_entry(const LqLock *lock, int64 expires, bool rowless)
 {
 	lq_outbox_lease_put(lock->lock_id, lock->token, lock->owner, lock->role,
 						lock->acquired, lock->ttl, expires, rowless);
+}
+
+/*
+ * lq_rules_mark_quick counts the grant of lock as offered to lockq_leases.c
+ * (lq_nquick), once.
+ */
+void
+lq_rules_mark_quick(LqLock *lock)
+{
+	if (!lock->quick)
+		lq_nquick++;
+	lock->quick = true;
 }
 
 /*
@@ -961,15 +866,13 @@ lq_offer_quick_release(LqLock *lock, int64 now)
 	if ((lock->quick || lq_nquick < lq_leases_capacity()) &&
 		lq_durability_end_covered(lock->lock_id, lock->ttl, now))
 	{
-		if (!lock->quick)
-			lq_nquick++;
-		lq_put_lease_entry(lock, lock->expires, lock->rowless);
-		lock->quick = true;
+		lq_rules_mark_quick(lock);
+		lq_rules_put_lease_entry(lock, lock->expires, lock->rowless);
 	}
 	else if (lock->quick && lock->was_rowless)
 	{
 		Assert(!lock->rowless);
-		lq_put_lease_entry(lock, 0, false);
+		lq_rules_put_lease_entry(lock, 0, false);
 	}
 	else if (lock->quick)
 	{
@@ -1000,7 +903,7 @@ lq_give_row(LqLock *lock)
 	lq_owner_row(lock, &row);
 	lq_tables_owner_insert(&row, &lock->row_tid);
 	lock->rowless = false;
-	lq_put_lease_entry(lock, lock->expires, false);
+	lq_rules_put_lease_entry(lock, lock->expires, false);
 }
 
 /*
@@ -1025,7 +928,7 @@ lq_rules_give_rows(List *lock_ids, bool all)
 	}
 	foreach(lc, lock_ids)
 	{
-		LqLock	   *lock = lq_lock_lookup(lfirst(lc), false);
+		LqLock	   *lock = lq_rules_lock_lookup(lfirst(lc), false);
 
 		if (lock != NULL)
 			lq_give_row(lock);
@@ -1055,11 +958,11 @@ lq_grant(LqLock *lock, LqHolder *h, int64 lease)
 	h->acquired = lq_durability_tick();
 	h->expires = h->acquired + lease;
 	h->token = lq_durability_next_token();
-	lq_hold_lock(lock, h);
+	lq_rules_hold(lock, h);
 	if (lock->in_shmem)
 	{
 		lq_publish_session_grant(lock);
-		dlist_push_tail(&lq_sessions[lock->session_slot].held, &lock->session_node);
+		lq_rules_file_under_session(lock, lock->session_slot);
 	}
 	else
 	{
@@ -1074,7 +977,7 @@ lq_grant(LqLock *lock, LqHolder *h, int64 lease)
 		{
 			lock->was_rowless = true;
 			ItemPointerSetInvalid(&lock->row_tid);
-			lq_timer_arm(&lock->row, lock->acquired +
+			lq_rules_timer_arm(&lock->row, lock->acquired +
 						 (int64) lockq_grant_row_delay * 1000);
 		}
 		else
@@ -1084,7 +987,7 @@ lq_grant(LqLock *lock, LqHolder *h, int64 lease)
 		}
 		lq_offer_quick_release(lock, lock->acquired);
 	}
-	lq_timer_arm(&lock->lease, lock->expires);
+	lq_rules_timer_arm(&lock->lease, lock->expires);
 	lq_shmem_stat_add(LQ_STAT_GRANTS, 1);
 	return lock->token;
 }
@@ -1109,7 +1012,7 @@ lq_lift_hold(LqLock *lock, int64 now)
 	if (lock->lost_until > now)
 	{
 		lock->delay_until = lock->lost_until;
-		lq_timer_arm(&lock->delay, lock->lost_until);
+		lq_rules_timer_arm(&lock->delay, lock->lost_until);
 		return;
 	}
 	lq_timer_disarm(&lock->delay);
@@ -1161,7 +1064,7 @@ lq_set_lease(LqLock *lock, int64 expires)
 		lq_offer_quick_release(lock, now);
 		lq_lift_hold(lock, now);
 	}
-	lq_timer_arm(&lock->lease, expires);
+	lq_rules_timer_arm(&lock->lease, expires);
 	lq_shmem_stat_add(LQ_STAT_RENEWALS, 1);
 }
 
@@ -1242,13 +1145,13 @@ lq_fresh_ts(LqLock *lock, int64 since)
 }
 
 /*
- * lq_waiter_create puts a waiter into a lock's queue, in ts order.  A new
+ * lq_rules_waiter_create puts a waiter into a lock's queue, in ts order.  A new
  * one (spec->ts 0) gets a fresh ts, at the tail, and a client waiter a row
  * in lockq.queue; a loaded one keeps its ts (and row).  A backend waiter
  * is recorded in its slot and its session.
  */
-static LqWaiter *
-lq_waiter_create(LqLock *lock, const LqWaiterSpec *spec)
+LqWaiter *
+lq_rules_waiter_create(LqLock *lock, const LqWaiterSpec *spec)
 {
 	LqWaiterKey key;
 	LqWaiter   *w;
@@ -1326,7 +1229,7 @@ lq_await_end(LqWaiter *w, bool answer, int64 now)
 	if (slotno < 0)
 		return;
 	lq_await_detach(w);
-	lq_timer_arm(&w->timer, now + w->heartbeat);
+	lq_rules_timer_arm(&w->timer, now + w->heartbeat);
 	if (answer)
 		lq_reply(slotno, reqid, LQ_ST_QUEUED, 0, false);
 }
@@ -1395,14 +1298,14 @@ lq_log_lease_end(const LqLock *lock, const char *how, int64 now)
 }
 
 /*
- * lq_end_grant ends the current grant, for the given reason.  A holder that
+ * lq_rules_end_grant ends the current grant, for the given reason.  A holder that
  * can be told (a client-side waiter's channel) hears that it lost the lock
  * unless it gave it up itself.  Then the row is deleted and the lock handed
  * on, or, if a fenced transaction holds the row, both are deferred.  The
  * lock pointer may be invalid afterwards.
  */
-static void
-lq_end_grant(LqLock *lock, LqEndReason why, int64 now)
+void
+lq_rules_end_grant(LqLock *lock, LqEndReason why, int64 now)
 {
 	Assert(lock->held && !lock->ending);
 
@@ -1471,18 +1374,18 @@ lq_end_grant(LqLock *lock, LqEndReason why, int64 now)
 }
 
 /*
- * lq_defer_handoff puts an ending grant whose hand-off a fenced transaction
+ * lq_rules_defer_handoff puts an ending grant whose hand-off a fenced transaction
  * holds back on the deferred list.  Its lease timer now counts
  * lockq.fence_timeout from the grant's end: when that runs out, the
  * fencing transactions are ended (lq_terminate_fencers).
  */
-static void
-lq_defer_handoff(LqLock *lock, bool count)
+void
+lq_rules_defer_handoff(LqLock *lock, bool count)
 {
 	dlist_push_tail(&lq_deferred, &lock->deferred_node);
 	lock->in_deferred = true;
-	lq_timer_arm(&lock->lease,
-				 lock->expires + (int64) lockq_fence_timeout * 1000);
+	lq_rules_timer_arm(&lock->lease,
+					   lock->expires + (int64) lockq_fence_timeout * 1000);
 	if (count)
 		lq_shmem_stat_add(LQ_STAT_DEFERRED_HANDOFFS, 1);
 }
@@ -1516,7 +1419,7 @@ lq_terminate_fencers(LqLock *lock, int64 now)
 		(void) kill(pid, SIGTERM);
 	}
 	list_free(pids);
-	lq_timer_arm(&lock->lease, now + USECS_PER_SEC);
+	lq_rules_timer_arm(&lock->lease, now + USECS_PER_SEC);
 }
 
 /*
@@ -1544,7 +1447,7 @@ lq_finish_end(LqLock *lock, int64 now)
 			if (!lock->in_deferred)
 			{
 				lq_outbox_grant_ended(lock->token, lock->expires);
-				lq_defer_handoff(lock, true);
+				lq_rules_defer_handoff(lock, true);
 			}
 			return;
 		}
@@ -1557,7 +1460,7 @@ lq_finish_end(LqLock *lock, int64 now)
 		/*
 		 * Fences in lockq_leases.c: taken while the grant had no row (it may
 		 * have one by now), counted in its entry, read with the ending mark
-		 * (lq_end_grant) and again on each retry.  The entry stays until
+		 * (lq_rules_end_grant) and again on each retry.  The entry stays until
 		 * the grant is done with.
 		 */
 		uint32		fences = !lock->quick ? 0 : lock->in_deferred ?
@@ -1577,7 +1480,7 @@ lq_finish_end(LqLock *lock, int64 now)
 					lq_owner_row(lock, &row);
 					lq_tables_owner_update(&lock->row_tid, &row);
 				}
-				lq_defer_handoff(lock, true);
+				lq_rules_defer_handoff(lock, true);
 			}
 			return;
 		}
@@ -1841,14 +1744,14 @@ lq_grant_or_refuse(int slotno, uint64 reqid, const LqRequest *req,
 static void
 lq_apply_get(int slotno, uint64 reqid, const LqRequest *req, int64 now)
 {
-	LqLock	   *lock = lq_lock_lookup(req->lock_id, true);
+	LqLock	   *lock = lq_rules_lock_lookup(req->lock_id, true);
 	LqWaiter   *w;
 	int			pid;
 	int64		start;
 
 	if (lq_answer_holder(slotno, reqid, req, lock, now, req->ttl_us))
 		return;
-	w = lq_waiter_lookup(req->lock_id, req->owner);
+	w = lq_rules_waiter_lookup(req->lock_id, req->owner);
 	if (w != NULL && !lq_may_act(req, w->role))
 	{
 		lq_reply_forbidden(slotno, reqid);
@@ -1871,10 +1774,10 @@ lq_apply_get(int slotno, uint64 reqid, const LqRequest *req, int64 now)
 		.session_pid = pid, .session_start = start,
 		.since = lq_slots[slotno].submitted};
 
-		w = lq_waiter_create(lock, &spec);
+		w = lq_rules_waiter_create(lock, &spec);
 	}
 	if (req->deadline > 0)
-		lq_timer_arm(&w->timer, req->deadline);
+		lq_rules_timer_arm(&w->timer, req->deadline);
 }
 
 /*
@@ -1889,7 +1792,7 @@ lq_apply_get(int slotno, uint64 reqid, const LqRequest *req, int64 now)
 static void
 lq_apply_try(int slotno, uint64 reqid, const LqRequest *req, int64 now)
 {
-	LqLock	   *lock = lq_lock_lookup(req->lock_id, false);
+	LqLock	   *lock = lq_rules_lock_lookup(req->lock_id, false);
 
 	if (lq_answer_holder(slotno, reqid, req, lock, now, req->ttl_us))
 		return;
@@ -1900,7 +1803,7 @@ lq_apply_try(int slotno, uint64 reqid, const LqRequest *req, int64 now)
 		if ((req->session_owner && !lq_room_for_session_grant(slotno, reqid)) ||
 			lq_refuse_over_limit(slotno, reqid, req, LQ_LIMIT_GRANT))
 			return;
-		lock = lq_lock_lookup(req->lock_id, true);
+		lock = lq_rules_lock_lookup(req->lock_id, true);
 		if (lq_lock_is_free(lock, now))
 		{
 			token = lq_grant_now(lock, slotno, req, req->ttl_us);
@@ -1942,11 +1845,11 @@ lq_holder_request(int slotno, uint64 reqid, const LqRequest *req, LqLock *lock)
 static void
 lq_apply_release(int slotno, uint64 reqid, const LqRequest *req, int64 now)
 {
-	LqLock	   *lock = lq_lock_lookup(req->lock_id, false);
+	LqLock	   *lock = lq_rules_lock_lookup(req->lock_id, false);
 
 	if (!lq_holder_request(slotno, reqid, req, lock))
 		return;
-	lq_end_grant(lock, LQ_END_RELEASE, now);
+	lq_rules_end_grant(lock, LQ_END_RELEASE, now);
 	lq_reply(slotno, reqid, LQ_ST_TRUE, 0, false);
 }
 
@@ -1957,7 +1860,7 @@ lq_apply_release(int slotno, uint64 reqid, const LqRequest *req, int64 now)
 static void
 lq_apply_renew(int slotno, uint64 reqid, const LqRequest *req, int64 now)
 {
-	LqLock	   *lock = lq_lock_lookup(req->lock_id, false);
+	LqLock	   *lock = lq_rules_lock_lookup(req->lock_id, false);
 
 	if (!lq_holder_request(slotno, reqid, req, lock))
 		return;
@@ -1986,7 +1889,7 @@ lq_refresh_waiter(LqWaiter *w, const LqRequest *req, int64 now)
 		}
 	}
 	if (w->await_slot < 0)
-		lq_timer_arm(&w->timer, now + w->heartbeat);
+		lq_rules_timer_arm(&w->timer, now + w->heartbeat);
 }
 
 /*
@@ -1998,12 +1901,12 @@ lq_refresh_waiter(LqWaiter *w, const LqRequest *req, int64 now)
 static void
 lq_apply_enqueue(int slotno, uint64 reqid, const LqRequest *req, int64 now)
 {
-	LqLock	   *lock = lq_lock_lookup(req->lock_id, true);
+	LqLock	   *lock = lq_rules_lock_lookup(req->lock_id, true);
 	LqWaiter   *w;
 
 	if (lq_answer_holder(slotno, reqid, req, lock, now, req->ttl_us))
 		return;
-	w = lq_waiter_lookup(req->lock_id, req->owner);
+	w = lq_rules_waiter_lookup(req->lock_id, req->owner);
 	if (w != NULL && !lq_may_act(req, w->role))
 	{
 		lq_reply_forbidden(slotno, reqid);
@@ -2024,8 +1927,8 @@ lq_apply_enqueue(int slotno, uint64 reqid, const LqRequest *req, int64 now)
 
 		if (lq_grant_or_refuse(slotno, reqid, req, lock, now))
 			return;
-		w = lq_waiter_create(lock, &spec);
-		lq_timer_arm(&w->timer, now + w->heartbeat);
+		w = lq_rules_waiter_create(lock, &spec);
+		lq_rules_timer_arm(&w->timer, now + w->heartbeat);
 	}
 	if (req->deadline > 0)
 		lq_await_attach(w, slotno, reqid, req, now);	/* with a wait */
@@ -2042,12 +1945,12 @@ lq_apply_enqueue(int slotno, uint64 reqid, const LqRequest *req, int64 now)
 static LqWaiter *
 lq_client_waiter(int slotno, uint64 reqid, const LqRequest *req, int64 now)
 {
-	LqLock	   *lock = lq_lock_lookup(req->lock_id, false);
+	LqLock	   *lock = lq_rules_lock_lookup(req->lock_id, false);
 	LqWaiter   *w;
 
 	if (lq_answer_holder(slotno, reqid, req, lock, now, 0))
 		return NULL;
-	w = lq_waiter_lookup(req->lock_id, req->owner);
+	w = lq_rules_waiter_lookup(req->lock_id, req->owner);
 	if (w != NULL && !lq_may_act(req, w->role))
 		lq_reply_forbidden(slotno, reqid);
 	else if (w != NULL && w->client)
@@ -2112,14 +2015,14 @@ lq_await_attach(LqWaiter *w, int slotno, uint64 reqid, const LqRequest *req,
 		until = req->deadline;
 	if (until <= now)
 	{
-		lq_timer_arm(&w->timer, now + w->heartbeat);
+		lq_rules_timer_arm(&w->timer, now + w->heartbeat);
 		lq_reply(slotno, reqid, LQ_ST_QUEUED, 0, false);
 		return;
 	}
 	w->await_slot = slotno;
 	w->await_reqid = reqid;
 	lq_sessions[slotno].awaiting = w;
-	lq_timer_arm(&w->timer, until);
+	lq_rules_timer_arm(&w->timer, until);
 }
 
 /*
@@ -2129,8 +2032,8 @@ lq_await_attach(LqWaiter *w, int slotno, uint64 reqid, const LqRequest *req,
 static void
 lq_apply_cancel(int slotno, uint64 reqid, const LqRequest *req, int64 now)
 {
-	LqLock	   *lock = lq_lock_lookup(req->lock_id, false);
-	LqWaiter   *w = lq_waiter_lookup(req->lock_id, req->owner);
+	LqLock	   *lock = lq_rules_lock_lookup(req->lock_id, false);
+	LqWaiter   *w = lq_rules_waiter_lookup(req->lock_id, req->owner);
 
 	if ((w != NULL && !lq_may_act(req, w->role)) ||
 		(w == NULL && lq_holder_is(lock, req->owner) &&
@@ -2147,7 +2050,7 @@ lq_apply_cancel(int slotno, uint64 reqid, const LqRequest *req, int64 now)
 	}
 	else if (w == NULL && lq_holder_is(lock, req->owner))
 	{
-		lq_end_grant(lock, LQ_END_CANCEL, now);
+		lq_rules_end_grant(lock, LQ_END_CANCEL, now);
 		lq_reply(slotno, reqid, LQ_ST_TRUE, 0, false);
 	}
 	else
@@ -2158,12 +2061,12 @@ static void
 lq_apply_force_release(int slotno, uint64 reqid, const LqRequest *req,
 					   int64 now)
 {
-	LqLock	   *lock = lq_lock_lookup(req->lock_id, false);
+	LqLock	   *lock = lq_rules_lock_lookup(req->lock_id, false);
 
 	if (lock != NULL && lock->held && !lock->ending &&
 		!lq_released_by_holder(lock))
 	{
-		lq_end_grant(lock, LQ_END_FORCE, now);
+		lq_rules_end_grant(lock, LQ_END_FORCE, now);
 		lq_reply(slotno, reqid, LQ_ST_TRUE, 0, false);
 	}
 	else
@@ -2194,7 +2097,7 @@ lq_apply_release_session(int slotno, uint64 reqid, int64 now)
 		if (lock->session_pid == pid && lock->session_start == start &&
 			lock->held && !lock->ending)
 		{
-			lq_end_grant(lock, LQ_END_SESSION, now);
+			lq_rules_end_grant(lock, LQ_END_SESSION, now);
 			n++;
 		}
 	}
@@ -2208,10 +2111,10 @@ lq_apply_release_session(int slotno, uint64 reqid, int64 now)
 void
 lq_rules_quick_release(const char *lock_id, int64 token, int64 now)
 {
-	LqLock	   *lock = lq_lock_lookup(lock_id, false);
+	LqLock	   *lock = lq_rules_lock_lookup(lock_id, false);
 
 	if (lock != NULL && lock->held && !lock->ending && lock->token == token)
-		lq_end_grant(lock, LQ_END_RELEASE, now);
+		lq_rules_end_grant(lock, LQ_END_RELEASE, now);
 }
 
 /*
@@ -2322,7 +2225,7 @@ lq_rules_unpicked_grant(const LqRequest *req, const LqResult *res, int64 now)
 
 	if (res->status != LQ_ST_GRANTED)
 		return;
-	lock = lq_lock_lookup(req->lock_id, false);
+	lock = lq_rules_lock_lookup(req->lock_id, false);
 	if (!lq_holder_is(lock, req->owner) || lock->token != res->token ||
 		lock->ending || lock->pickup_heartbeat <= 0)
 		return;
@@ -2344,9 +2247,9 @@ lq_rules_undo_grant(const LqRequest *req, const LqResult *res, int64 now)
 
 	if (res->status != LQ_ST_GRANTED || !res->fresh_grant)
 		return;
-	lock = lq_lock_lookup(req->lock_id, false);
+	lock = lq_rules_lock_lookup(req->lock_id, false);
 	if (lq_holder_is(lock, req->owner) && lock->token == res->token)
-		lq_end_grant(lock, LQ_END_CANCEL, now);
+		lq_rules_end_grant(lock, LQ_END_CANCEL, now);
 }
 
 /*
@@ -2370,7 +2273,7 @@ lq_rules_session_end(int slotno, int pid, int64 session_start, int64 now)
 		LqLock	   *lock = dlist_container(LqLock, session_node, iter.cur);
 
 		if (lock->session_pid == pid && lock->session_start == session_start)
-			lq_end_grant(lock, LQ_END_SESSION, now);
+			lq_rules_end_grant(lock, LQ_END_SESSION, now);
 	}
 }
 
@@ -2433,7 +2336,7 @@ lq_fire_timer(LqTimer *t, int64 now)
 		if (lock->in_deferred)
 			lq_terminate_fencers(lock, now);
 		else if (lock->held && !lock->ending && !lq_released_by_holder(lock))
-			lq_end_grant(lock, LQ_END_EXPIRE, now);
+			lq_rules_end_grant(lock, LQ_END_EXPIRE, now);
 	}
 	else if (t->kind == LQ_TIMER_ROW)
 		lq_give_row((LqLock *) ((char *) t - offsetof(LqLock, row)));
@@ -2495,15 +2398,15 @@ lq_fire_due_of(const char *lock_id, const char *owner, int64 at, int64 now)
 
 	strlcpy(id, lock_id, sizeof(id));
 	strlcpy(own, owner != NULL ? owner : "", sizeof(own));
-	lock = lq_lock_lookup(id, false);
+	lock = lq_rules_lock_lookup(id, false);
 	if (lock != NULL && lock->lease.armed && lock->lease.at <= at)
 		lq_fire_timer(&lock->lease, now);
-	lock = lq_lock_lookup(id, false);
+	lock = lq_rules_lock_lookup(id, false);
 	if (lock != NULL && lock->delay.armed && lock->delay.at <= at)
 		lq_fire_timer(&lock->delay, now);
 	if (own[0] == '\0')
 		return NULL;
-	w = lq_waiter_lookup(id, own);
+	w = lq_rules_waiter_lookup(id, own);
 	if (w == NULL || !w->timer.armed || w->timer.at > now)
 		return NULL;
 	return &w->timer;
@@ -2524,7 +2427,7 @@ lq_rules_fire_due_for(const char *lock_id, const char *owner, int64 now)
 
 	/* a grant a backend made by itself is adopted first, with its timer */
 	if (lq_fastpath_count() > 0)
-		(void) lq_lock_lookup(lock_id, false);
+		(void) lq_rules_lock_lookup(lock_id, false);
 	t = lq_timer_first_of_groups();
 	/* usually nothing at all is left due: then there is nothing to look up */
 	if (t == NULL || t->at > now)
@@ -2718,336 +2621,17 @@ lq_rules_publish_gauges(void)
 }
 
 /*
- * lq_find_live_slot finds the slot of a session that is still running,
- * by pid and start time; -1 if that session is gone.
- */
-static int
-lq_find_live_slot(int pid, int64 session_start)
-{
-	int			i;
-
-	for (i = 0; i < lq_shared->nslots; i++)
-	{
-		LqSlot	   *slot = &lq_slots[i];
-		bool		match;
-
-		SpinLockAcquire(&slot->mutex);
-		match = slot->state != LQ_SLOT_FREE && !slot->session_ended &&
-			slot->pid == pid && slot->session_start == session_start;
-		SpinLockRelease(&slot->mutex);
-		if (match)
-			return i;
-	}
-	return -1;
-}
-
-typedef struct LqLoad
-{
-	int64		now;
-	List	   *stale;			/* grants of sessions that are gone */
-	List	   *released;		/* grants released by their session, with
-								 * no quick release left to apply */
-} LqLoad;
-
-/*
- * lq_quick_queued: does some slot still have a quick release of this token
- * queued for the worker?
- */
-static bool
-lq_quick_queued(int64 token)
-{
-	int			i;
-	bool		queued = false;
-
-	for (i = 0; i < lq_shared->nslots && !queued; i++)
-	{
-		LqSlot	   *slot = &lq_slots[i];
-		int			k;
-
-		SpinLockAcquire(&slot->mutex);
-		for (k = 0; k < slot->nquick; k++)
-		{
-			if (slot->quick_tokens[k] == token)
-				queued = true;
-		}
-		SpinLockRelease(&slot->mutex);
-	}
-	return queued;
-}
-
-/*
- * lq_load_quick_leases takes back from the table of quick releases what
- * only it records (lq_leases_reload): the grants kept without a row, and
- * the entries with fences, which stay while their grant is held.  It
- * empties the rest (batches put them back as they renew grants or make
- * new ones), and ends the grants sessions released already: their
- * releases were acknowledged (load->released).
- */
-static void
-lq_load_quick_leases(LqLoad *load)
-{
-	int			n;
-	int			i;
-	LqLeaseGrant *g = lq_leases_reload(&n);
-
-	for (i = 0; i < n; i++)
-	{
-		LqLock	   *lock = lq_lock_lookup(g[i].lock_id, g[i].rowless);
-
-		if (lock == NULL)
-			continue;
-		if (g[i].rowless && !lock->held)
-		{
-			/* its entry is its only record: the grant comes from there */
-			LqHolder	h = {.owner = g[i].owner, .channel = NULL,
-				.token = g[i].token, .ttl = g[i].ttl, .acquired = g[i].acquired,
-			.expires = g[i].expires, .role = g[i].role, .session_slot = -1};
-
-			lq_hold_lock(lock, &h);
-			lock->rowless = true;
-			lock->was_rowless = true;
-			ItemPointerSetInvalid(&lock->row_tid);
-			if ((uint64) g[i].token > pg_atomic_read_u64(&lq_shared->token_high))
-				pg_atomic_write_u64(&lq_shared->token_high, (uint64) g[i].token);
-			lq_timer_arm(&lock->lease, lock->expires);
-			lq_timer_arm(&lock->row, lock->acquired +
-						 (int64) lockq_grant_row_delay * 1000);
-		}
-		if (!lock->held || lock->ending || lock->in_shmem ||
-			lock->token != g[i].token)
-			continue;
-		if (g[i].rowless && !lock->rowless)
-		{
-			/* its row was committed, the batch not published */
-			lq_put_lease_entry(lock, lock->expires, false);
-		}
-		if (g[i].kept && !lock->quick)
-		{
-			lock->quick = true;
-			lq_nquick++;
-		}
-		/* fences may be counted there: the entry stays while it is held */
-		lock->was_rowless |= g[i].kept;
-		if (g[i].released)
-			load->released = lappend(load->released, lock);
-	}
-	pfree(g);
-}
-
-static void
-lq_load_owner(const LqOwnerRow *row, void *arg)
-{
-	LqLock	   *lock = lq_lock_lookup(row->lock_id, true);
-
-	/* the tables have no unique key on lock_id: check it here */
-	if (lock->held)
-		ereport(ERROR,
-				(errcode(ERRCODE_DATA_CORRUPTED),
-				 errmsg("lockq.owners holds two grants of lock \"%s\" (tokens %lld and %lld)",
-						row->lock_id, (long long) lock->token,
-						(long long) row->token)));
-	{
-		LqHolder	h = {.owner = row->owner, .channel = row->channel,
-		.token = row->token, .ttl = row->ttl, .acquired = row->acquired,
-		.expires = row->expires, .role = row->role, .session_slot = -1};
-
-		lq_hold_lock(lock, &h);
-	}
-	lock->row_tid = row->tid;
-	if ((uint64) row->token > pg_atomic_read_u64(&lq_shared->token_high))
-		pg_atomic_write_u64(&lq_shared->token_high, (uint64) row->token);
-	lq_timer_arm(&lock->lease, lock->expires);
-}
-
-/*
- * lq_load_session_grants puts back the session-bound grants from shared
- * memory: those of live sessions under their session, those of sessions
- * that are gone to be ended (load->stale), those whose end was published
- * but held up by fenced transactions on the deferred list, and those their
- * session released itself, whose quick release is no longer queued, to be
- * ended (load->released).
- */
-static void
-lq_load_session_grants(LqLoad *load)
-{
-	LqSessionGrant *grants;
-	int			n;
-	int			i;
-
-	lq_session_undo_ending();
-	grants = lq_session_copy(&n);
-	for (i = 0; i < n; i++)
-	{
-		LqSessionGrant *g = &grants[i];
-		LqLock	   *lock = lq_lock_lookup(g->lock_id, true);
-		char		owner[LQ_MAX_OWNER_LEN + 1];
-
-		if (lock->held)
-			ereport(ERROR,
-					(errcode(ERRCODE_DATA_CORRUPTED),
-					 errmsg("lock \"%s\" has two grants (tokens %lld and %lld)",
-							g->lock_id, (long long) lock->token,
-							(long long) g->token)));
-		lq_session_format_owner(owner, sizeof(owner), g->pid,
-								g->session_start);
-		{
-			LqHolder	h = {.owner = owner, .token = g->token, .ttl = g->ttl,
-			.acquired = g->acquired, .expires = g->expires, .role = g->role,
-			.in_shmem = true, .session_slot = -1, .session_pid = g->pid,
-			.session_start = g->session_start};
-
-			lq_hold_lock(lock, &h);
-		}
-
-		if (g->end == LQ_GRANT_ENDED)
-		{
-			lock->ending = true;
-			lq_defer_handoff(lock, false);
-			continue;
-		}
-		lq_timer_arm(&lock->lease, lock->expires);
-		lock->session_slot = lq_find_live_slot(g->pid, g->session_start);
-		if (lock->session_slot >= 0)
-			dlist_push_tail(&lq_sessions[lock->session_slot].held,
-							&lock->session_node);
-		if (g->released && !lq_quick_queued(g->token))
-			load->released = lappend(load->released, lock);
-		else if (lock->session_slot < 0)
-			load->stale = lappend(load->stale, lock);
-	}
-	pfree(grants);
-}
-
-static void
-lq_load_waiter(const LqQueueRow *row, void *arg)
-{
-	LqLoad	   *load = arg;
-	LqLock	   *lock;
-	LqWaiter   *w;
-
-	/* the tables have no unique key on (lock_id, owner): check it here */
-	if (lq_waiter_lookup(row->lock_id, row->owner) != NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_DATA_CORRUPTED),
-				 errmsg("lockq.queue holds owner \"%s\" twice for lock \"%s\"",
-						row->owner, row->lock_id)));
-	lock = lq_lock_lookup(row->lock_id, true);
-	{
-		LqWaiterSpec spec = {.owner = row->owner, .client = true,
-		.ts = row->ts, .ttl = row->ttl, .heartbeat = row->heartbeat,
-		.role = row->role, .channel = row->channel, .slotno = -1};
-
-		w = lq_waiter_create(lock, &spec);
-	}
-	w->row_tid = row->tid;
-	/* a fresh heartbeat window: the client could not reach us */
-	lq_timer_arm(&w->timer, load->now + w->heartbeat);
-}
-
-/*
- * lq_load_backend_waiters puts back the lockq_get calls that were queued
- * when the worker restarted: slots still waiting, with their queue ts.
- */
-static void
-lq_load_backend_waiters(void)
-{
-	int			i;
-
-	for (i = 0; i < lq_shared->nslots; i++)
-	{
-		LqSlot	   *slot = &lq_slots[i];
-		LqRequest	req;
-		bool		waiting;
-		uint64		reqid;
-		int			pid;
-		int64		start;
-		int64		ts;
-
-		SpinLockAcquire(&slot->mutex);
-		waiting = slot->queued_ts > 0 && slot->req.op == LQ_OP_GET &&
-			(slot->state == LQ_SLOT_ACTIVE || slot->state == LQ_SLOT_PENDING) &&
-			!slot->cancel_requested && !slot->session_ended;
-		if (waiting)
-		{
-			slot->state = LQ_SLOT_ACTIVE;
-			req = slot->req;
-			reqid = slot->reqid;
-			pid = slot->pid;
-			start = slot->session_start;
-			ts = slot->queued_ts;
-		}
-		else
-			slot->queued_ts = 0;
-		SpinLockRelease(&slot->mutex);
-
-		if (waiting)
-		{
-			LqLock	   *lock = lq_lock_lookup(req.lock_id, true);
-			LqWaiter   *w;
-
-			LqWaiterSpec spec = {.owner = req.owner, .ts = ts,
-			.ttl = req.ttl_us, .role = req.role, .slotno = i, .reqid = reqid,
-			.session_pid = pid, .session_start = start};
-
-			w = lq_waiter_create(lock, &spec);
-			if (req.deadline > 0)
-				lq_timer_arm(&w->timer, req.deadline);
-		}
-	}
-}
-
-/*
- * lq_rules_load rebuilds the lock table from the tables (after worker start
- * or an error).  Grants and waiters of sessions that are gone are dropped,
- * and a free lock with waiters (possible only if rows were lost) is handed
- * on.  Until all_until (the wide marker's delay) no lock is granted, named
- * in delays or not.  Requests that were in flight are re-applied by the
- * caller.
+ * lq_rules_hand_on_orphans grants every free lock that has waiters to the
+ * head of its queue: after a restart that lost its holder's row, the
+ * waiters would wait for nobody.
  */
 void
-lq_rules_load(int64 now, List *delays, int64 all_until)
+lq_rules_hand_on_orphans(int64 now)
 {
-	LqLoad		load;
-	ListCell   *lc;
 	HASH_SEQ_STATUS seq;
 	LqLock	   *lock;
 	List	   *orphans = NIL;
-
-	lq_rules_reset();
-	if (all_until <= now)
-		all_until = 0;
-	foreach(lc, delays)
-	{
-		LqDelay    *d = lfirst(lc);
-		int64		until = Max(Max(d->until, d->hold_until), all_until);
-
-		if (until <= now)
-			continue;
-		lock = lq_lock_lookup(d->lock_id, true);
-		lock->lost_until = Max(d->until, all_until);
-		lock->hold_token = d->hold_token;
-		lock->hold_until = d->hold_until;
-		lock->delay_until = until;
-		lq_timer_arm(&lock->delay, until);
-		lq_ndelayed++;
-		lq_delay_max = Max(lq_delay_max, until);
-	}
-	lq_all_until = all_until;
-	load.now = now;
-	load.stale = NIL;
-	load.released = NIL;
-	lq_tables_load_owners(lq_load_owner, &load);
-	LQ_FAULT("recover-after-owners");
-	lq_load_quick_leases(&load);
-	lq_load_session_grants(&load);
-	lq_tables_load_queue(lq_load_waiter, &load);
-	LQ_FAULT("recover-after-queue");
-	lq_load_backend_waiters();
-
-	foreach(lc, load.stale)
-		lq_end_grant((LqLock *) lfirst(lc), LQ_END_SESSION, now);
-	foreach(lc, load.released)
-		lq_end_grant((LqLock *) lfirst(lc), LQ_END_RELEASE, now);
+	ListCell   *lc;
 
 	hash_seq_init(&seq, lq_locks);
 	while ((lock = hash_seq_search(&seq)) != NULL)
@@ -3057,8 +2641,5 @@ lq_rules_load(int64 now, List *delays, int64 all_until)
 	}
 	foreach(lc, orphans)
 		lq_grant_next((LqLock *) lfirst(lc), now);
-
-	list_free(load.stale);
-	list_free(load.released);
 	list_free(orphans);
 }

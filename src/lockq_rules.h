@@ -20,7 +20,6 @@
 
 /* lockq_rules.c: the rules, applied inside the worker's batch transaction */
 extern void lq_rules_init(void);
-extern void lq_rules_load(int64 now, List *delays, int64 all_until);
 extern void lq_rules_apply(int slotno, uint64 reqid, const LqRequest *req,
 						   int64 now);
 extern bool lq_rules_is_waiting(int slotno, uint64 reqid);
@@ -44,7 +43,6 @@ extern bool lq_rules_has_deferred(void);
 extern void lq_rules_publish_gauges(void);
 extern bool lq_rules_oversized(Size *held);
 extern bool lq_rules_every_lock_delayed(int64 now);
-
 
 extern void lq_rules_give_rows(List *lock_ids, bool all);
 

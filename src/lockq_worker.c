@@ -74,6 +74,7 @@
 #include "lockq_guc.h"
 #include "lockq_leases.h"
 #include "lockq_outbox.h"
+#include "lockq_recovery.h"
 #include "lockq_rules.h"
 #include "lockq_session.h"
 #include "lockq_shmem.h"
@@ -371,7 +372,7 @@ lq_handle_entry(LqEntry entry, int64 now)
  * lq_drop_quick gives up on the oldest quick release of a slot, whose
  * application keeps failing.  The session was told the lock is released,
  * and it is marked so in shared memory: the state rebuilt next ends it
- * (lq_rules_load ends released grants that no slot still has queued).
+ * (lq_recovery_load ends released grants that no slot still has queued).
  */
 static void
 lq_drop_quick(int slotno, const char *message)
@@ -900,7 +901,7 @@ lq_recover_state(void)
 	lq_tables_note_files();
 	now = lq_durability_start(!lq_shared->started);
 	delays = lq_durability_load(now, &all_until);
-	lq_rules_load(now, delays, all_until);
+	lq_recovery_load(now, delays, all_until);
 	(void) lq_rules_run_timers(now);
 	if (!lq_careful)
 	{
