@@ -653,7 +653,7 @@ lq_commit(bool sync)
 
 /*
  * lq_commit_batch commits and then makes the batch's outcome visible: the
- * new clock ceiling, the answers, the gauges.
+ * new clock ceiling, the gauges, the answers.
  */
 static void
 lq_commit_batch(void)
@@ -677,6 +677,8 @@ lq_commit_batch(void)
 	LQ_FAULT("batch-after-commit");
 
 	lq_durability_committed();
+	/* gauges first: a caller that reads lockq_stats after its answer sees them */
+	lq_rules_publish_gauges();
 	again = lq_outbox_publish();
 	lq_shmem_ring_settled();
 	old = MemoryContextSwitchTo(TopMemoryContext);
@@ -686,7 +688,6 @@ lq_commit_batch(void)
 	LQ_FAULT("batch-after-publish");
 	if (!lq_fast_open)
 		lq_fast_maybe_open();
-	lq_rules_publish_gauges();
 	lq_shmem_stat_add(LQ_STAT_BATCHES, 1);
 	if (sync)
 		lq_shmem_stat_add(LQ_STAT_SYNC_COMMITS, 1);

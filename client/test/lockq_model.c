@@ -1313,6 +1313,40 @@ obs_exec(const char *sql)
 	return r;
 }
 
+/*
+ * settle_session_end waits until the lock server has applied the end of
+ * the session of backend pid.  Its exit queues the end in the arrival ring
+ * (lockq's before_shmem_exit callback) before pg_stat_activity drops the
+ * backend, and the ring is applied in order, so the end is applied once
+ * the backend is gone and a request the observer sends after that is
+ * answered.  Until then the views may show what the end changes: a grant
+ * handed to a waiter that never picked it up, released by the end.
+ */
+static void
+settle_session_end(int pid)
+{
+	char		sql[200];
+	double		deadline = now_s() + WAIT_S;
+
+	snprintf(sql, sizeof(sql),
+			 "SELECT count(*) = 0 FROM pg_stat_activity WHERE pid = %d", pid);
+	for (;;)
+	{
+		PGresult   *r = obs_exec(sql);
+		bool		gone = strcmp(PQgetvalue(r, 0, 0), "t") == 0;
+
+		PQclear(r);
+		if (gone)
+			break;
+		if (now_s() > deadline)
+			fail("backend %d did not exit within %.0f s of pg_terminate_backend",
+				 pid, WAIT_S);
+		usleep(2000);
+	}
+	/* a release of a lock nobody holds: a round trip, nothing changed */
+	PQclear(obs_exec("SELECT lockq_release('lockq_model barrier', 'lockq_model')"));
+}
+
 /* ---------------------------------------------------------------------
  * Answers of blocked lockq_get calls
  * --------------------------------------------------------------------- */
@@ -2809,10 +2843,13 @@ step_race(bool terminate)
 		bool		left_possible = tok == 0 || IS_SESS(w);
 		int			kinds[2];
 		int			ev;
+		int			pid = c->pid;
 
 		conn_reset_call(c);
 		PQfinish(c->pg);
 		c->pg = NULL;
+		/* a grant it never picked up shows until its end is applied */
+		settle_session_end(pid);
 		ncand = 0;
 		if (left_possible)
 		{
