@@ -3,47 +3,10 @@
  * lockq_client.c
  *		liblockq: a thread-safe libpq client for lockq.
  *
- * Each lockqc_conn has two threads of its own:
- *	- the I/O thread, the only one that ever calls libpq.  It uses the
- *	  non-blocking interface (PQconnectStartParams/PQconnectPoll,
- *	  PQsendQueryParams, PQconsumeInput) and waits in poll() on the socket
- *	  and a self-pipe, with a deadline for every connection attempt and
- *	  every statement.  It sends one statement at a time: what the
- *	  application's calls asked for (enqueue, try, release, cancel), the
- *	  heartbeats of queued waits, renewals of held leases (at a third of the
- *	  ttl), checks of "lost" notices, and the clean-up of what the
- *	  application gave up.  A statement unanswered past its deadline means a
- *	  stalled connection: it is dropped and re-established.
- *	- the timer thread, which ends leases at their local deadline and fires
- *	  the lost-lease callbacks.  It never touches libpq.
- *
- * The application's threads never touch libpq either: lockqc_lock,
- * lockqc_trylock and lockqc_unlock set a request on their handle, poke the
- * I/O thread and wait on the handle's condition variable with their own
- * deadline.  conn->mu protects the handle list and every handle's
- * request/result fields; it is never held across a wait for the network
- * (the I/O thread drops it around poll() and around the calls that can
- * block on name resolution).
- *
- * What the application gives up (a timed-out or cancelled wait, a failed
- * try, an unconfirmed release) stays on the handle list as a "zombie" the
- * I/O thread withdraws (lockq_cancel) or releases by owner as soon as it
- * can, after a reconnect if need be, until the server would have ended it
- * by itself.  Every request the library repeats after a lost reply is
- * idempotent for its owner: lockq_enqueue keeps the place or returns the
- * same token, lockq_try returns the same token, release and cancel are
- * no-ops the second time.
- *
- * Local lease deadlines are counted on CLOCK_BOOTTIME (it does not stop
- * during a system suspend, as the server's clock does not) from the moment
- * the request that set the lease was sent, so they never end after the
- * server's.
- *
- * Lock order: conn->mu before conn->tmu; the timer thread only takes tmu.
- * Handles are reference-counted: the application's reference, the list's,
- * and the I/O thread's while a statement about the handle is in flight.
- * Every SQL statement is parameterised, names the extension's schema, and
- * runs with an empty search_path.
+ * How it works (its two threads per connection, who may call libpq, the
+ * "zombie" handles, reference counts, clocks and lock order) is in
+ * doc/design/clients.md; what it promises is in doc/liblockq.md.  In the
+ * code, conn->mu is the connection mutex and conn->tmu the timer mutex.
  *
  * Copyright (c) 2026, lockq developers
  * This file is part of lockq, released under the PostgreSQL License

@@ -3,21 +3,10 @@
  * lockq_client.h
  *		liblockq: take lockq locks from C the way you use a mutex.
  *
- * A lockqc_conn is one libpq connection shared by any number of threads,
- * plus a background thread that keeps waits and leases alive.  Blocking
- * waits do not keep a server backend busy: the library queues with
- * lockq_enqueue and waits for a NOTIFY on the connection's own channel,
- * heartbeating meanwhile.  Held locks are renewed at a third of their ttl
- * (auto-renew); if a lease cannot be renewed before its local deadline
- * (computed from a monotonic clock), lockqc_held() turns false and the
- * lost-lease callback fires.  If the connection breaks or stalls, the
- * library reconnects (a multi-host conninfo with
- * target_session_attrs=read-write follows a failover) and carries on.
- *
- * Only the library's I/O thread talks to the server, with libpq's
- * non-blocking interface and a deadline for every statement and connection
- * attempt; the calls below wait for it with their own deadlines, so a
- * stalled network delays none of them past its documented bound.
+ * A lockqc_conn is one libpq connection shared by any number of threads.
+ * Each function below says what it does; how the library behaves (waits,
+ * renewals, lost leases, reconnects, the bound of every call) is in
+ * doc/liblockq.md.
  *
  * Copyright (c) 2026, lockq developers
  * This file is part of lockq, released under the PostgreSQL License
