@@ -56,7 +56,7 @@
 #include "lockq_client.h"
 #include "lockq_client_int.h"
 
-/* Exit codes (documented in doc/cli.md and in --help). */
+/* Exit codes (documented in lockq(1) and in --help). */
 #define EXIT_NOT_HELD		1		/* release: the owner did not hold it;
 									 * status: not held */
 #define EXIT_USAGE			64		/* bad command line or arguments */
