@@ -1,8 +1,9 @@
 # lockq under Patroni, as users run it (Debian 12: Patroni 3.0 and etcd
 # 3.4).  The test starts its own etcd and two Patroni nodes managing a
 # primary and a synchronous standby with lockq preloaded (the settings and
-# the post_bootstrap script doc/operations.md, "High availability with Patroni",
-# describes), then runs four clients through three faults:
+# the post_bootstrap script of doc/operations.md, "High availability with
+# Patroni", taken from that document as written), then runs four clients
+# through three faults:
 #
 #   1. `patronictl switchover` (a clean stop of the primary);
 #   2. kill -9 of the primary's postmaster: with primary_start_timeout 0
@@ -161,14 +162,27 @@ ok(poll(sub { $http->get("http://127.0.0.1:$etcd_port/health")->{content} =~ /"h
 
 # --- two Patroni nodes -----------------------------------------------------------
 # Short timings: the leader key lives 10 s, Patroni's loop runs every second.
+# The settings and the post_bootstrap script are doc/operations.md's, as
+# written there ("High availability with Patroni"); the test adds its short
+# timings and its paths.
+my $ops = slurp_file("$ENV{TESTDIR}/doc/operations.md");
+my ($doc_yaml) = $ops =~ /```yaml\n(bootstrap:\n.*?)```/s
+  or die "doc/operations.md has no bootstrap block";
+my ($doc_script) = $ops =~ m{```sh\n#!/bin/sh\n(# /etc/patroni/lockq-post-bootstrap.*?)```}s
+  or die "doc/operations.md has no post_bootstrap script";
 my $post_bootstrap = "$dir/post_bootstrap.sh";
 open my $fh, '>', $post_bootstrap or die;
-print $fh qq{#!/bin/sh
-# Patroni runs this once, on the first primary, with a connection URL
-exec "$psql" -X -v ON_ERROR_STOP=1 -d "\$1" -c 'CREATE EXTENSION lockq'
-};
+print $fh "#!/bin/sh\nPATH=\"$bindir:\$PATH\"\n$doc_script";
 close $fh;
 chmod 0755, $post_bootstrap;
+my $bootstrap = $doc_yaml;
+$bootstrap =~ s{^  post_bootstrap: \S+$}{  post_bootstrap: $post_bootstrap}m
+  or die "no post_bootstrap in the document's block";
+$bootstrap =~ s{^  dcs:\n}{  dcs:\n    ttl: 10\n    loop_wait: 1\n    retry_timeout: 4\n}m
+  or die "no dcs in the document's block";
+$bootstrap =~ s{^      parameters:\n}{      parameters:\n        search_path: '"\$user", public, lockq'\n}m
+  or die "no parameters in the document's block";
+$bootstrap .= "  initdb:\n    - encoding: UTF8\n    - no-sync\n";
 
 my %rest;
 for my $name ('node1', 'node2')
@@ -188,26 +202,7 @@ restapi:
   connect_address: 127.0.0.1:$rest{$name}
 etcd3:
   hosts: 127.0.0.1:$etcd_port
-bootstrap:
-  dcs:
-    ttl: 10
-    loop_wait: 1
-    retry_timeout: 4
-    synchronous_mode: true
-    primary_start_timeout: 0
-    postgresql:
-      use_pg_rewind: true
-      use_slots: true
-      parameters:
-        shared_preload_libraries: lockq
-        lockq.database: postgres
-        wal_log_hints: 'on'
-        search_path: '"\$user", public, lockq'
-  initdb:
-    - encoding: UTF8
-    - no-sync
-  post_bootstrap: $post_bootstrap
-postgresql:
+${bootstrap}postgresql:
   listen: 127.0.0.1:$port
   connect_address: 127.0.0.1:$port
   data_dir: $data
