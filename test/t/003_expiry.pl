@@ -100,7 +100,7 @@ $node->reload;
 
 # --- lease ends in the log --------------------------------------------------
 my $offset = -s $node->logfile;
-my $tok = scalar_query($node, "SELECT lockq_try('L1', 'worker-7', '200 ms')");
+$tok = scalar_query($node, "SELECT lockq_try('L1', 'worker-7', '200 ms')");
 ok($node->poll_query_until('postgres', "SELECT count(*) = 0 FROM lockq_locks WHERE lock_id = 'L1'"),
 	'L1: the lease runs out');
 ok($node->wait_for_log(qr/lockq: the grant of lock "L1" to owner "worker-7" expired\n.*DETAIL:  Token $tok, held for \d+ ms, lease of 200 ms\./, $offset),
