@@ -172,13 +172,15 @@ parse_duration_arg(const char *opt, const char *val)
  * readable by every local user in /proc/PID/cmdline of lockq and of its
  * guardian for as long as the command runs.  (Before that, it was there
  * for an instant; PGPASSWORD or a password file leave it out entirely.)
+ * The copy lives until the next -d that needs one: only the last -d
+ * counts.
  */
 static const char *
 conninfo_arg(char *arg)
 {
+	static char *copy = NULL;
 	PQconninfoOption *opts = PQconninfoParse(arg, NULL);
 	bool		has_password = false;
-	char	   *copy;
 
 	if (opts == NULL)
 		return arg;				/* invalid: libpq says why later */
@@ -188,6 +190,7 @@ conninfo_arg(char *arg)
 	PQconninfoFree(opts);
 	if (!has_password)
 		return arg;
+	free(copy);
 	copy = strdup(arg);
 	if (copy == NULL)
 	{

@@ -498,6 +498,23 @@ arg_index(char **args, int nargs, const char *p, bool inside)
 }
 
 /*
+ * arg_equal is the input argument equal to p (a copy of it), or -1: a -d
+ * argument with a password is copied and the argument overwritten.
+ */
+static int
+arg_equal(char **args, int nargs, const char *p)
+{
+	int			i;
+
+	for (i = 0; i < nargs; i++)
+	{
+		if (strcmp(p, args[i]) == 0)
+			return i;
+	}
+	return -1;
+}
+
+/*
  * given_duration: some argument (or its part after "=", or after a short
  * option's letter) parses to ms.
  */
@@ -631,6 +648,7 @@ int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	char	   *args[MAX_ARGS + 1];
+	char	   *given[MAX_ARGS + 1] = {NULL};
 	int			nargs = 1;
 	size_t		start = 0;
 	size_t		i;
@@ -651,6 +669,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	args[nargs] = NULL;
 	memcpy(lqf_argv, args, sizeof(lqf_argv));
+	/* as given: main() overwrites a -d argument with a password */
+	for (i = 0; i < (size_t) nargs; i++)
+		given[i] = lqf_cstring((const uint8_t *) args[i], strlen(args[i]));
 
 	memset(&cap, 0, sizeof(cap));
 	cap.exit_code = -1;
@@ -687,7 +708,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	{
 		lqf_check(sub != NULL, "connected without a subcommand");
 		lqf_check(cap.conninfo == NULL || cap.conninfo[0] == '\0' ||
-				  arg_index(args, nargs, cap.conninfo, true) > 0,
+				  arg_index(args, nargs, cap.conninfo, true) > 0 ||
+				  arg_equal(given, nargs, cap.conninfo) > 0,
 				  "the conninfo is not from the input");
 	}
 	if (cap.locked)
@@ -709,6 +731,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 
 	for (i = 0; i < (size_t) nargs; i++)
+	{
 		free(args[i]);
+		free(given[i]);
+	}
 	return 0;
 }
