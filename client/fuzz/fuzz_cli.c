@@ -498,17 +498,21 @@ arg_index(char **args, int nargs, const char *p, bool inside)
 }
 
 /*
- * arg_equal is the input argument equal to p (a copy of it), or -1: a -d
- * argument with a password is copied and the argument overwritten.
+ * arg_copied is the input argument that p is a copy of, or of whose end
+ * (-dVALUE, --dbname=VALUE), or -1: a -d argument with a password is
+ * copied and the argument overwritten.
  */
 static int
-arg_equal(char **args, int nargs, const char *p)
+arg_copied(char **args, int nargs, const char *p)
 {
+	size_t		n = strlen(p);
 	int			i;
 
 	for (i = 0; i < nargs; i++)
 	{
-		if (strcmp(p, args[i]) == 0)
+		size_t		len = strlen(args[i]);
+
+		if (len >= n && strcmp(args[i] + len - n, p) == 0)
 			return i;
 	}
 	return -1;
@@ -709,7 +713,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		lqf_check(sub != NULL, "connected without a subcommand");
 		lqf_check(cap.conninfo == NULL || cap.conninfo[0] == '\0' ||
 				  arg_index(args, nargs, cap.conninfo, true) > 0 ||
-				  arg_equal(given, nargs, cap.conninfo) > 0,
+				  arg_copied(given, nargs, cap.conninfo) > 0,
 				  "the conninfo is not from the input");
 	}
 	if (cap.locked)
