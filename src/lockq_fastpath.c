@@ -96,10 +96,10 @@ StaticAssertDecl(LQ_FAST_BUCKETS % LQ_FAST_PARTITIONS == 0,
  *	  being made is counted only when it is whole, so a zero read may miss
  *	  it: the lock server decides on such a read only what may come before
  *	  that grant (an answer that the lock is not held), and grants only a
- *	  lock it has entered (lq_fastpath_adopt with create, under the lock).  ok is
- *	  written by the lock server (closed under every partition lock,
- *	  lq_fastpath_stop) and read by backends (again) under the partition
- *	  lock before they grant or release.
+ *	  lock it has entered (lq_fastpath_adopt with create, under the lock).
+ *	  ok is written by the lock server (closed under every partition
+ *	  lock, lq_fastpath_stop) and read by backends (again) under the
+ *	  partition lock before they grant or release.
  *	- per_slot[s] is atomic: it is changed with the table, under the
  *	  partition lock of the grant concerned, and two partitions' locks do
  *	  not exclude each other (the session grants one lock while the lock

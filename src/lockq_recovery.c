@@ -24,8 +24,9 @@
  * path closed, and applies the requests in flight afterwards.
  *
  * The tables have no unique keys on what the rules keep unique (one grant
- * per lock, one waiter per lock and owner): loading checks that, and
- * raises ERRCODE_DATA_CORRUPTED when they do not hold.
+ * per lock, one waiter per lock and owner): loading checks that
+ * (lq_rules_hold, lq_load_waiter), and raises ERRCODE_DATA_CORRUPTED when
+ * they do not hold.
  *
  * Copyright (c) 2026, lockq developers
  * This file is part of lockq, released under the PostgreSQL License
@@ -111,6 +112,17 @@ lq_quick_queued(int64 token)
 }
 
 /*
+ * lq_load_token_seen raises the token counter to a token a grant that
+ * outlives its session holds, so that no later grant gets it again.
+ */
+static void
+lq_load_token_seen(int64 token)
+{
+	if ((uint64) token > pg_atomic_read_u64(&lq_shared->token_high))
+		pg_atomic_write_u64(&lq_shared->token_high, (uint64) token);
+}
+
+/*
  * lq_load_quick_leases takes back from the table of quick releases what
  * only it records (lq_leases_reload): the grants kept without a row, and
  * the entries with fences, which stay while their grant is held.  It
@@ -142,8 +154,7 @@ lq_load_quick_leases(LqLoad *load)
 			lock->rowless = true;
 			lock->was_rowless = true;
 			ItemPointerSetInvalid(&lock->row_tid);
-			if ((uint64) g[i].token > pg_atomic_read_u64(&lq_shared->token_high))
-				pg_atomic_write_u64(&lq_shared->token_high, (uint64) g[i].token);
+			lq_load_token_seen(g[i].token);
 			lq_rules_timer_arm(&lock->lease, lock->expires);
 			lq_rules_timer_arm(&lock->row, lock->acquired +
 						 (int64) lockq_grant_row_delay * 1000);
@@ -169,21 +180,14 @@ lq_load_quick_leases(LqLoad *load)
 /*
  * lq_load_owner puts back the grant of one lockq.owners row (called by
  * lq_tables_load_owners for each), with its lease timer, and raises the
- * highest token shown to it.  Raises ERRCODE_DATA_CORRUPTED for a second
- * row of one lock.
+ * highest token shown to it.  A second row of one lock raises
+ * ERRCODE_DATA_CORRUPTED (lq_rules_hold).
  */
 static void
 lq_load_owner(const LqOwnerRow *row, void *arg)
 {
 	LqLock	   *lock = lq_rules_lock_lookup(row->lock_id, true);
 
-	/* the tables have no unique key on lock_id: check it here */
-	if (lock->held)
-		ereport(ERROR,
-				(errcode(ERRCODE_DATA_CORRUPTED),
-				 errmsg("lockq.owners holds two grants of lock \"%s\" (tokens %lld and %lld)",
-						row->lock_id, (long long) lock->token,
-						(long long) row->token)));
 	{
 		LqHolder	h = {.owner = row->owner, .channel = row->channel,
 		.token = row->token, .ttl = row->ttl, .acquired = row->acquired,
@@ -192,8 +196,7 @@ lq_load_owner(const LqOwnerRow *row, void *arg)
 		lq_rules_hold(lock, &h);
 	}
 	lock->row_tid = row->tid;
-	if ((uint64) row->token > pg_atomic_read_u64(&lq_shared->token_high))
-		pg_atomic_write_u64(&lq_shared->token_high, (uint64) row->token);
+	lq_load_token_seen(row->token);
 	lq_rules_timer_arm(&lock->lease, lock->expires);
 }
 
@@ -221,12 +224,6 @@ lq_load_session_grants(LqLoad *load)
 		char		owner[LQ_MAX_OWNER_LEN + 1];
 		int			slotno;
 
-		if (lock->held)
-			ereport(ERROR,
-					(errcode(ERRCODE_DATA_CORRUPTED),
-					 errmsg("lock \"%s\" has two grants (tokens %lld and %lld)",
-							g->lock_id, (long long) lock->token,
-							(long long) g->token)));
 		lq_session_format_owner(owner, sizeof(owner), g->pid,
 								g->session_start);
 		{

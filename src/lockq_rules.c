@@ -792,12 +792,20 @@ lq_publish_session_grant(const LqLock *lock)
  * lq_rules_hold makes h the holder of lock (which nobody holds) and counts
  * it: for a new grant and for one loaded after a restart.  The caller arms
  * the lease timer (or defers the hand-off) and files a session-bound grant
- * under its session.
+ * under its session.  A lock that is held raises ERRCODE_DATA_CORRUPTED: a
+ * second holder is never right (the tables have no unique key on lock_id,
+ * and a grant a backend made by itself may meet one), so the batch fails
+ * and the state is rebuilt instead.
  */
 void
 lq_rules_hold(LqLock *lock, const LqHolder *h)
 {
-	Assert(!lock->held);
+	if (lock->held)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("lock \"%s\" has two grants (tokens %lld and %lld)",
+						lock->lock_id, (long long) lock->token,
+						(long long) h->token)));
 	lock->held = true;
 	lock->ending = false;
 	lock->in_shmem = h->in_shmem;
@@ -951,10 +959,6 @@ lq_grant(LqLock *lock, LqHolder *h, int64 lease)
 {
 	LqOwnerRow	row;
 
-	/* a second holder is never right: fail the batch, rebuild the state */
-	if (lock->held)
-		elog(ERROR, "lockq: lock \"%s\" is held already, not granted again",
-			 lock->lock_id);
 	h->acquired = lq_durability_tick();
 	h->expires = h->acquired + lease;
 	h->token = lq_durability_next_token();
