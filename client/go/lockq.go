@@ -74,6 +74,7 @@ const (
 	DefaultIOTimeout = 10 * time.Second
 	withdrawTimeout  = time.Second // a withdrawal, the release of a lost lease
 	retryDelay       = 200 * time.Millisecond
+	reconnectDelay   = 500 * time.Millisecond // the listener's pause between attempts
 )
 
 // schemaQuery finds the schema of lockq's functions and the extension's
@@ -108,7 +109,6 @@ type Locker struct {
 	channel   string
 	ioTimeout time.Duration
 	logf      func(format string, args ...interface{})
-	listener  *pgx.Conn
 	stop      context.CancelFunc
 	done      chan struct{}
 	mu        sync.Mutex
@@ -167,19 +167,30 @@ func NewLocker(ctx context.Context, pool *pgxpool.Pool, cfg *Config) (*Locker, e
 	}
 	l.schema = pgx.Identifier{schema}.Sanitize()
 	l.sql = statements(l.schema)
-	conn, err := pgx.ConnectConfig(ctx, pool.Config().ConnConfig.Copy())
+	conn, err := l.openListener(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{l.channel}.Sanitize()); err != nil {
+	lctx, stop := context.WithCancel(context.Background())
+	l.stop = stop
+	go l.listen(lctx, conn)
+	return l, nil
+}
+
+// openListener connects with the pool's settings (outside its size) and
+// LISTENs on the Locker's channel, within the I/O timeout.
+func (l *Locker) openListener(ctx context.Context) (*pgx.Conn, error) {
+	cctx, cancel := context.WithTimeout(ctx, l.ioTimeout)
+	defer cancel()
+	conn, err := pgx.ConnectConfig(cctx, l.pool.Config().ConnConfig.Copy())
+	if err != nil {
+		return nil, err
+	}
+	if _, err := conn.Exec(cctx, "LISTEN "+pgx.Identifier{l.channel}.Sanitize()); err != nil {
 		conn.Close(context.Background())
 		return nil, err
 	}
-	l.listener = conn
-	lctx, stop := context.WithCancel(context.Background())
-	l.stop = stop
-	go l.listen(lctx)
-	return l, nil
+	return conn, nil
 }
 
 func statements(schema string) map[string]string {
@@ -214,32 +225,62 @@ func (l *Locker) log(format string, args ...interface{}) {
 	}
 }
 
-// listen hands each notice to its lease.  If the connection breaks,
-// waiters still learn of their grants from their heartbeats, and leases
-// of their loss from their renewals.
-func (l *Locker) listen(ctx context.Context) {
+// listen hands each notice to its lease.  If the connection breaks, it
+// connects again every reconnectDelay until it can LISTEN, and then wakes
+// every wait, whose grant's notice may have been lost meanwhile (a wait
+// learns of its grant from its heartbeat, which the wake-up sends at once;
+// a lease learns of its loss from its renewals).
+func (l *Locker) listen(ctx context.Context, conn *pgx.Conn) {
 	defer close(l.done)
-	defer l.listener.Close(context.Background())
 	for {
-		n, err := l.listener.WaitForNotification(ctx)
+		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
-			if ctx.Err() == nil {
-				l.log("the listener connection failed (%v): waits see grants at their heartbeats", err)
+			conn.Close(context.Background())
+			if ctx.Err() != nil {
+				return
 			}
-			return
-		}
-		event, lockID, owner, ok := ParseNotice(n.Payload)
-		if !ok || n.Channel != l.channel {
+			l.log("the listener connection failed (%v): reconnecting", err)
+			for conn = nil; conn == nil; {
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(reconnectDelay):
+				}
+				conn, _ = l.openListener(ctx)
+			}
+			l.wakeAll("reconnected")
 			continue
 		}
-		l.mu.Lock()
-		if ch := l.wake[[2]string{lockID, owner}]; ch != nil {
-			select {
-			case ch <- event:
-			default: // one pending wake-up is enough
-			}
+		event, lockID, owner, ok := ParseNotice(n.Payload)
+		if ok && n.Channel == l.channel {
+			l.wakeOne([2]string{lockID, owner}, event)
 		}
-		l.mu.Unlock()
+	}
+}
+
+// wakeOne hands event to the wait or lease of key, if there is one.
+func (l *Locker) wakeOne(key [2]string, event string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if ch := l.wake[key]; ch != nil {
+		nudge(ch, event)
+	}
+}
+
+// wakeAll hands event to every wait and lease of the Locker.
+func (l *Locker) wakeAll(event string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, ch := range l.wake {
+		nudge(ch, event)
+	}
+}
+
+// nudge sends event unless a wake-up is pending already: one is enough.
+func nudge(ch chan string, event string) {
+	select {
+	case ch <- event:
+	default:
 	}
 }
 
@@ -313,6 +354,37 @@ func (l *Locker) query(ctx context.Context, bound time.Duration, stmt string, de
 	return l.pool.QueryRow(qctx, l.sql[stmt], args...).Scan(dest)
 }
 
+// queryRetrying is query for the statements that end something (release,
+// withdrawal): a pooled connection that fails (dead after a switchover or
+// a terminated backend, and not yet dropped by the pool) is followed by
+// another, until bound; the statements are idempotent for their owner.
+func (l *Locker) queryRetrying(ctx context.Context, bound time.Duration, stmt string, dest interface{}, args ...interface{}) error {
+	end := time.Now().Add(bound)
+	for {
+		err := l.query(ctx, time.Until(end), stmt, dest, args...)
+		if err == nil || !broken(err) || ctx.Err() != nil || time.Until(end) <= retryDelay {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(retryDelay):
+		}
+	}
+}
+
+// broken tells a failed connection (an error of the connection, a
+// statement past its deadline, or a server error of class 08, connection
+// exception, or 57P, the server ending the session as in a switchover)
+// from an error the server raised for the statement itself.
+func broken(err error) bool {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return true
+	}
+	return strings.HasPrefix(pgErr.Code, "08") || strings.HasPrefix(pgErr.Code, "57P")
+}
+
 // Lock waits in FIFO order until the lock is granted or ctx ends (then the
 // wait leaves the queue, a grant that raced with it is released, and
 // ctx's error is returned).  With Options.NoWait it does not wait.
@@ -381,9 +453,10 @@ func (l *Locker) forget(key [2]string) {
 	l.mu.Unlock()
 }
 
-// wait queues and heartbeats until granted.  A failed statement is tried
-// again (the server keeps the place) until the server has been unreachable
-// for the heartbeat interval; when ctx ends or it gives up, it withdraws.
+// wait queues and heartbeats until granted.  A statement that failed on
+// its connection (broken) is tried again on another (the server keeps the
+// place) until the server has been unreachable for the heartbeat
+// interval; when ctx ends or it gives up, it withdraws.
 func (le *Lease) wait(ctx context.Context, o Options) (*int64, time.Time, error) {
 	l := le.l
 	bound := o.Heartbeat / 3
@@ -392,7 +465,6 @@ func (le *Lease) wait(ctx context.Context, o Options) (*int64, time.Time, error)
 	reached := sent
 	err := l.query(ctx, bound, "enqueue", &token, le.LockID, le.Owner, seconds(o.TTL), l.channel, seconds(o.Heartbeat))
 	for (err == nil && token == nil) || (err != nil && ctx.Err() == nil && time.Since(reached) < o.Heartbeat) {
-		var pgErr *pgconn.PgError
 		stmt := "heartbeat"
 		if err == nil {
 			reached = sent
@@ -403,13 +475,14 @@ func (le *Lease) wait(ctx context.Context, o Options) (*int64, time.Time, error)
 			case <-le.wake:
 			case <-time.After(time.Until(sent.Add(o.Heartbeat / 3))):
 			}
-		} else if errors.As(err, &pgErr) {
-			if pgErr.Code != "55000" { // not "dropped": a real error
+		} else if !broken(err) {
+			var pgErr *pgconn.PgError
+			if !errors.As(err, &pgErr) || pgErr.Code != "55000" { // not "dropped": a real error
 				break
 			}
 			stmt = "enqueue" // dropped: queue again
 		} else {
-			select { // unreachable: try again soon
+			select { // unreachable, or its connection died: try again soon
 			case <-ctx.Done():
 				err = ctx.Err()
 				continue
@@ -428,7 +501,7 @@ func (le *Lease) wait(ctx context.Context, o Options) (*int64, time.Time, error)
 			err = ctx.Err()
 		}
 		var ok bool
-		if werr := l.query(context.Background(), withdrawTimeout, "cancel", &ok, le.LockID, le.Owner); werr != nil {
+		if werr := l.queryRetrying(context.Background(), withdrawTimeout, "cancel", &ok, le.LockID, le.Owner); werr != nil {
 			l.log("withdrawing the wait for %q failed (%v): the server drops it within %v", le.LockID, werr, o.Heartbeat)
 		}
 	}
@@ -580,7 +653,7 @@ func (le *Lease) Release(ctx context.Context) error {
 		bound = withdrawTimeout
 	}
 	var ok bool
-	if err := le.l.query(ctx, bound, "release", &ok, le.LockID, le.Owner, le.Token); err != nil {
+	if err := le.l.queryRetrying(ctx, bound, "release", &ok, le.LockID, le.Owner, le.Token); err != nil {
 		le.l.log("releasing %q (token %d) failed: %v; the lease ends by itself", le.LockID, le.Token, err)
 		if !held {
 			return ErrLost

@@ -221,3 +221,140 @@ func TestTryTimeoutForget(t *testing.T) {
 		t.Fatalf("release by owner: %v %v", ok, err)
 	}
 }
+
+// waiter waits for a lock in a goroutine and releases it once granted.
+type waiter struct {
+	got     chan error
+	granted time.Time
+}
+
+// queueBehind starts a waiter for lockID and returns once it is queued.
+func queueBehind(t *testing.T, pool *pgxpool.Pool, l *Locker, lockID string, o Options) *waiter {
+	w := &waiter{got: make(chan error, 1)}
+	go func() {
+		le, err := l.Lock(context.Background(), lockID, o)
+		w.granted = time.Now()
+		if err == nil {
+			err = le.Release(context.Background())
+		}
+		w.got <- err
+	}()
+	for count(t, pool, "SELECT count(*) FROM "+l.schema+".lockq_waiters WHERE lock_id = $1", lockID) == 0 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	return w
+}
+
+// grantedWithin fails unless the waiter is granted within bound of since.
+func (w *waiter) grantedWithin(t *testing.T, since time.Time, bound time.Duration) {
+	select {
+	case err := <-w.got:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the waiter was not granted")
+	}
+	if d := w.granted.Sub(since); d > bound {
+		t.Fatalf("the waiter was granted %v after the release", d)
+	}
+}
+
+// The listener's backend is terminated and the holder releases at once,
+// before the listener is back: the grant's notice is lost, yet the waiter
+// (whose heartbeat is 10 s away) learns of it within a few seconds, as
+// the listener reconnects and wakes every wait; and the new listener
+// carries the next hand-off's notice.
+func TestListenerReconnects(t *testing.T) {
+	pool, l, logged := setup(t)
+	ctx := context.Background()
+	listenerPid := func() int64 {
+		return count(t, pool, "SELECT coalesce(max(pid), 0) FROM pg_stat_activity WHERE query = $1",
+			"LISTEN "+`"`+l.channel+`"`)
+	}
+	first := listenerPid()
+	if first == 0 {
+		t.Fatal("no listener backend")
+	}
+	for round := 0; round < 2; round++ {
+		held, err := l.Lock(ctx, "go:relisten", Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := queueBehind(t, pool, l, "go:relisten", Options{Heartbeat: 30 * time.Second})
+		if round == 0 {
+			if count(t, pool, "SELECT count(*) FROM pg_terminate_backend($1::int) AS t(ok) WHERE ok", first) != 1 {
+				t.Fatal("the listener's backend was not terminated")
+			}
+		}
+		released := time.Now()
+		if err := held.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		w.grantedWithin(t, released, 3*time.Second) // its heartbeat was 10 s away
+	}
+	if now := listenerPid(); now == 0 || now == first {
+		t.Fatalf("listener backend %d, was %d: not reconnected", now, first)
+	}
+	if !strings.Contains(strings.Join(*logged, "\n"), "the listener connection failed") {
+		t.Fatalf("the failure was not logged: %q", *logged)
+	}
+}
+
+// Every backend of the pool is terminated (as a switchover does: each
+// pooled connection fails with 57P01 when next used) while one lease is
+// held and another waits with heartbeats every half second: the wait
+// goes on through new connections, and the release succeeds at once and
+// hands the lock on, instead of failing on a dead connection and leaving
+// the lock to the end of its lease.
+func TestPoolBackendsTerminated(t *testing.T) {
+	pool, l, _ := setup(t)
+	ctx := context.Background()
+	held, err := l.Lock(ctx, "go:terminated", Options{TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := queueBehind(t, pool, l, "go:terminated", Options{Heartbeat: 1500 * time.Millisecond})
+	admin, err := pgxpool.Connect(ctx, os.Getenv("LOCKQ_TEST_DSN"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	var mine, n int64
+	var at time.Time
+	if err := admin.QueryRow(ctx, "SELECT pg_backend_pid(), clock_timestamp()").Scan(&mine, &at); err != nil {
+		t.Fatal(err)
+	}
+	// the pool's connections, but the listener's (a heartbeat may have one
+	// checked out)
+	others := `FROM pg_stat_activity WHERE datname = current_database()
+		AND backend_type = 'client backend' AND pid <> $1 AND query NOT LIKE 'LISTEN %'`
+	if err := admin.QueryRow(ctx, "SELECT count(*) "+others+" AND pg_terminate_backend(pid)", mine).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n == 0 {
+		t.Fatal("no backend of the pool to terminate")
+	}
+	// a heartbeat met a dead connection and went on through a new one
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if err := admin.QueryRow(ctx, "SELECT count(*) "+others+" AND backend_start > $2", mine, at).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the pool opened no new connection")
+		}
+	}
+	select {
+	case err := <-w.got:
+		t.Fatalf("the wait ended while the lock was held: %v", err)
+	default:
+	}
+	released := time.Now()
+	if err := held.Release(ctx); err != nil {
+		t.Fatalf("release after the pool's backends were terminated: %v", err)
+	}
+	w.grantedWithin(t, released, 2*time.Second)
+}

@@ -9,6 +9,7 @@
 #   python-sync     client/python/tools/agent.py sync
 #   python-asyncio  client/python/tools/agent.py asyncio
 #   node            client/node/tools/agent.js
+#   go              client/go/tools/agent (built in go_client's GOPATH)
 #   cli             test/cli-agent.pl (lockq run; the command is the work)
 #
 # agent_clients() returns the clients that can run here (under make test,
@@ -93,6 +94,22 @@ sub agent_clients
 	else
 	{
 		die 'Node.js is not installed' if $ENV{LOCKQ_MAKE_TEST};
+	}
+	my $gopath = go_client();
+	if ($gopath)
+	{
+		my $bin = "$gopath/bin/lockq-agent";
+		my ($rc, $out) = go_run('build', '-o', $bin, 'lockq/tools/agent');
+		is($rc, 0, 'the Go agent builds') or diag($out);
+		$clients{go} = {
+			cmd => sub { [ $bin, $_[0], ($_[2] ? 'pool' : ()) ] },
+			init => sub { },
+			timeout_error => 'DeadlineExceeded',
+			slack => 1000 } if $rc == 0;
+	}
+	else
+	{
+		die 'go and pgx v4 are not installed' if $ENV{LOCKQ_MAKE_TEST};
 	}
 	my $lockq = "$ENV{TESTDIR}/client/lockq";
 	if (-x $lockq)

@@ -15,6 +15,7 @@ use strict;
 use warnings;
 
 use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::RecursiveCopy;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time);
@@ -26,7 +27,7 @@ use Exporter 'import';
 our @EXPORT = qw(lockq_node start_waiter waiter_result wait_for_waiters
   wait_for_holder worker_pid scalar_query crash_restart end_session
   require_tool fault_functions fault_fired wait_for_worker queue_of
-  backend_pid create_churn node_client start_pgbouncer);
+  backend_pid create_churn node_client go_client go_run start_pgbouncer);
 
 # require_tool(ok, what) skips the whole test file when a tool it needs is
 # missing (ok false), with what as the reason; but under make test
@@ -285,6 +286,43 @@ sub node_client
 		'>', \$out, '2>', \$err, init => $env,
 		IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default));
 	return (($? >> 8) == 0 ? $dir : undef, $env, $out . $err);
+}
+
+# go_client(): the Go module (client/go, import path "lockq") and the
+# example that uses it (examples/go, "lockq-example") copied into a GOPATH
+# of their own, built in GOPATH mode offline against Debian's
+# golang-github-jackc-pgx-v4-dev, as a Debian -dev package of the module
+# would be used.  Returns the GOPATH, or undef when go or pgx v4 is
+# missing; the same one for every call of a test file.
+my $gopath;
+
+sub go_client
+{
+	return $gopath if $gopath;
+	return undef unless system('go version >/dev/null 2>&1') == 0
+	  && -d '/usr/share/gocode/src/github.com/jackc/pgx/v4/pgxpool';
+	my $tmp = PostgreSQL::Test::Utils::tempdir();
+	File::Path::make_path("$tmp/gopath/src");
+	PostgreSQL::Test::RecursiveCopy::copypath("$ENV{TESTDIR}/client/go", "$tmp/gopath/src/lockq");
+	PostgreSQL::Test::RecursiveCopy::copypath("$ENV{TESTDIR}/examples/go", "$tmp/gopath/src/lockq-example");
+	return $gopath = "$tmp/gopath";
+}
+
+# go_run(args...): runs go in go_client()'s GOPATH (offline: Debian's
+# sources only; the build cache persists where it can), from the example's
+# directory; returns (exit status, output).
+sub go_run
+{
+	my $cache = ($ENV{HOME} && -w $ENV{HOME}) ? "$ENV{HOME}/.cache/go-build" : "$gopath/../go-build";
+	my $env = sub {
+		chdir "$gopath/src/lockq-example" or die $!;
+		@ENV{qw(GO111MODULE GOPATH GOCACHE GOPROXY GOFLAGS)} =
+		  ('off', "$gopath:/usr/share/gocode", $cache, 'off', '');
+	};
+	my ($out, $err) = ('', '');
+	IPC::Run::run([ 'go', @_ ], '>', \$out, '2>', \$err, init => $env,
+		IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default * 2));
+	return ($? >> 8, $out . $err);
 }
 
 # start_pgbouncer(node, %opts) starts a real pgbouncer in transaction

@@ -1,7 +1,8 @@
 # One fault matrix for the clients (issue 22): the C library, Python
-# (threads), Python (asyncio), Node.js and the lockq CLI, each driven by a
-# small agent (client/test/lockqc_agent.c, client/python/tools/agent.py,
-# client/node/tools/agent.js, test/cli-agent.pl) that holds a lock and does
+# (threads), Python (asyncio), Node.js, Go and the lockq CLI, each driven
+# by a small agent (client/test/lockqc_agent.c, client/python/tools/agent.py,
+# client/node/tools/agent.js, client/go/tools/agent, test/cli-agent.pl)
+# that holds a lock and does
 # "protected work" as an application would: it reads the wall clock, then
 # checks the lease, and counts the time as work only if the lease was held
 # (under lockq run, the command is the work, and lockq stops it).  Every
@@ -21,16 +22,16 @@
 #                 until A reports its lease gone (for lockq run: lockq has
 #                 stopped its command and exited), which must be within
 #                 10 s
-#   stop_backend  the server backend of its connection is SIGSTOPped
+#   stop_backend  the server backends of its connections are SIGSTOPped
 #   stop_client   the client process itself is SIGSTOPped, then continued
 #                 after the next holder was granted
 #   pooled_stop   stop_client with the client behind pgbouncer in
 #                 transaction mode (no NOTIFY reaches it)
 #   blocked       the process's event loop (asyncio, Node) or, for Python
 #                 threads, every thread (the GIL held) blocked for 5 s
-#                 under a 3 s lease; the C library and the CLI renew from
-#                 threads and processes of their own, and stop_client is
-#                 their case
+#                 under a 3 s lease; the C library, Go and the CLI renew
+#                 from threads, goroutines (preempted) and processes of
+#                 their own, and stop_client is their case
 #   kill9         kill -9 of the client process (for the CLI: lockq, whose
 #                 command must die with it)
 #   wait_timeout  it waits with a 2 s timeout while the network drops
@@ -144,15 +145,17 @@ for my $client (sort keys %clients)
 		my $acq = agent_says($a, qr/^acquired (\d+) (\d+)$/m, 30);
 		ok($acq, "$row: A holds (ttl 3 s)");
 		my $apid = $acq ? $acq->[1] : 0;
-		my $backend = $fault eq 'stop_backend' ? scalar_query($node,
-			"SELECT pid FROM pg_stat_activity WHERE application_name = '$app'") : 0;
+		# every backend of the client: one connection, or (Go) its pool's
+		# and its listener's
+		my @backends = $fault eq 'stop_backend' ? split(/\n/, scalar_query($node,
+			"SELECT pid FROM pg_stat_activity WHERE application_name = '$app'")) : ();
 		if ($ppid)
 		{
 			kill $proxy_signal{$fault}, $ppid;
 		}
 		elsif ($fault eq 'stop_backend')
 		{
-			kill 'STOP', $backend;
+			kill 'STOP', @backends;
 		}
 		elsif ($fault eq 'stop_server')
 		{
@@ -203,7 +206,7 @@ for my $client (sort keys %clients)
 			note sprintf('%s: A last worked %.1f ms before B was granted', $row, ($b_ns - $stopped->[0]) / 1e6)
 			  if $stopped;
 		}
-		kill 'CONT', $backend if $fault eq 'stop_backend';
+		kill 'CONT', @backends if @backends;
 		end_agent($a);
 		stop_proxy($ppid) if $ppid;
 		scalar_query($node, "SELECT lockq_release('$lock', 'B')");

@@ -1,13 +1,13 @@
 # The fault matrix's switchover and failover rows (issue 22): every client
-# (the C library, the CLI, Python threads and asyncio, Node) holds a lock
+# (the C library, the CLI, Python threads and asyncio, Node, Go) holds a lock
 # and waits for another while its primary is replaced by a synchronous
 # standby, once with a fast shutdown (a switchover: the sessions end with
 # 57P01) and once with an immediate one (a failover: the connections just
-# end).  The C library, the CLI and Python reach the primary through a
-# multi-host conninfo (target_session_attrs=read-write); Node's pg has no
+# end).  The C library, the CLI, Python and Go (pgx) reach the primary
+# through a multi-host conninfo (target_session_attrs=read-write); Node's pg has no
 # multi-host connection strings, so Node goes through a proxy that follows
 # the primary, as HAProxy does with Patroni's health checks.  The language
-# clients use pools (psycopg_pool, pg.Pool), which is how an application
+# clients use pools (psycopg_pool, pg.Pool, pgxpool), which is how an application
 # survives a lost connection: a lock client cannot reconnect a connection
 # that is the application's.
 #

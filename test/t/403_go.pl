@@ -1,7 +1,8 @@
 # The Go module (client/go, package lockq, pgx v4) and the example that
 # uses it (examples/go), built offline in GOPATH mode against Debian's
 # golang-github-jackc-pgx-v4-dev, as a Debian -dev package of the module
-# would be used: both are copied into a GOPATH of their own.  go vet, then
+# would be used: both are copied into a GOPATH of their own (go_client).
+# go vet (the module's agent for 309 and 310 too), then
 # the module's own tests (go test) against a fresh node, then the example:
 # a fenced counter under four goroutines, a short lease kept by renewals,
 # a lost lease when an administrator takes the lock, and a timeout that
@@ -15,41 +16,18 @@ use warnings;
 
 use IPC::Run;
 use PostgreSQL::Test::Cluster;
-use PostgreSQL::Test::RecursiveCopy;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use LockqTest;
 
-my $gocode = '/usr/share/gocode';
-require_tool(system('go version >/dev/null 2>&1') == 0
-	  && -d "$gocode/src/github.com/jackc/pgx/v4/pgxpool",
-	'go and pgx v4 (golang-go, golang-github-jackc-pgx-v4-dev)');
-
+my $gopath = go_client();
+require_tool($gopath, 'go and pgx v4 (golang-go, golang-github-jackc-pgx-v4-dev)');
 my $tmp = PostgreSQL::Test::Utils::tempdir();
-my $gopath = "$tmp/gopath";
-mkdir $_ or die "$_: $!" for ($gopath, "$gopath/src");
-PostgreSQL::Test::RecursiveCopy::copypath("$ENV{TESTDIR}/client/go", "$gopath/src/lockq");
-PostgreSQL::Test::RecursiveCopy::copypath("$ENV{TESTDIR}/examples/go", "$gopath/src/lockq-example");
 my $bin = "$tmp/lockq-example";
-# offline: Debian's sources only; the build cache persists where it can
-my $cache = ($ENV{HOME} && -w $ENV{HOME}) ? "$ENV{HOME}/.cache/go-build" : "$tmp/go-build";
-my $go_env = sub {
-	chdir "$gopath/src/lockq-example" or die $!;
-	@ENV{qw(GO111MODULE GOPATH GOCACHE GOPROXY GOFLAGS)} =
-	  ('off', "$gopath:$gocode", $cache, 'off', '');
-};
-# go(args...): (exit status, output)
-sub go
+for my $cmd ([ 'vet', 'lockq', 'lockq/tools/agent', 'lockq-example' ], [ 'build', '-o', $bin, 'lockq-example' ])
 {
-	my ($out, $err) = ('', '');
-	IPC::Run::run([ 'go', @_ ], '>', \$out, '2>', \$err, init => $go_env,
-		IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default * 2));
-	return ($? >> 8, $out . $err);
-}
-for my $cmd ([ 'vet', 'lockq', 'lockq-example' ], [ 'build', '-o', $bin, 'lockq-example' ])
-{
-	my ($rc, $out) = go(@$cmd);
-	is($rc, 0, "go $cmd->[0]: the module and the example") or diag($out);
+	my ($rc, $out) = go_run(@$cmd);
+	is($rc, 0, "go $cmd->[0]: the module, its fault-matrix agent and the example") or diag($out);
 }
 my ($out, $err) = ('', '');
 IPC::Run::run([ 'gofmt', '-l', "$gopath/src/lockq", "$gopath/src/lockq-example" ], '>', \$out, '2>', \$err);
@@ -57,14 +35,18 @@ is($? >> 8, 0, 'gofmt runs') or diag($err);
 is($out, '', 'gofmt has nothing to change');
 my $rc;
 
-my $node = lockq_node('golang');
-my $dsn = $node->connstr('postgres');
+# over TCP, as applications connect: a terminated backend's connection
+# then fails with the server's 57P01 when next used (over a Unix socket,
+# with a broken pipe)
+my $node = lockq_node('golang', conf => "listen_addresses = '127.0.0.1'\n");
+my $dsn = 'host=127.0.0.1 port=' . $node->port . ' dbname=postgres';
 
 {
 	local $ENV{LOCKQ_TEST_DSN} = $dsn;
-	($rc, $out) = go('test', '-count=1', '-v', 'lockq');
+	($rc, $out) = go_run('test', '-count=1', '-v', 'lockq');
 	is($rc, 0, 'go test lockq against the node') or diag($out);
-	for my $t (qw(TestFencedCounter TestRenewExtendRemaining TestLostLease TestTryTimeoutForget))
+	for my $t (qw(TestFencedCounter TestRenewExtendRemaining TestLostLease TestTryTimeoutForget TestListenerReconnects
+		  TestPoolBackendsTerminated))
 	{
 		like($out, qr/^--- PASS: $t /m, "$t ran and passed");
 	}
