@@ -39,6 +39,7 @@
  */
 #include "postgres.h"
 
+#include <sched.h>
 #ifdef __GLIBC__
 #include <malloc.h>
 #endif
@@ -1540,7 +1541,11 @@ lq_worker_wait_for_drop(void)
 /*
  * lq_spin keeps the lock server awake for up to lockq.spin_time
  * microseconds from start, watching its latch, and says whether the latch
- * was set meanwhile (then there is work to do).  Checks no interrupts:
+ * was set meanwhile (then there is work to do).  Every sixteenth poll it
+ * yields the CPU (sched_yield): where the backends have cores to spare
+ * that returns at once, and where they queue for the CPU (more clients
+ * than cores) the spin would otherwise take the time from the very
+ * backends whose requests it waits for.  Checks no interrupts:
  * every signal the lock server handles sets its latch.  A lock server
  * that spins does not reach WaitLatch, so it checks for the postmaster's
  * death itself (cheap: a flag the kernel's signal sets), and exits as
@@ -1564,6 +1569,8 @@ lq_spin(instr_time start)
 		pg_spin_delay();
 		if (++polls % 16 != 0)
 			continue;
+		/* let a process that waits for this CPU have it: a backend, mostly */
+		sched_yield();
 		INSTR_TIME_SET_CURRENT(now);
 		INSTR_TIME_SUBTRACT(now, start);
 		if (INSTR_TIME_GET_MICROSEC(now) >= lockq_spin_time)
