@@ -378,11 +378,18 @@ func (l *Locker) queryRetrying(ctx context.Context, bound time.Duration, stmt st
 // exception, or 57P, the server ending the session as in a switchover)
 // from an error the server raised for the statement itself.
 func broken(err error) bool {
+	code := sqlstate(err)
+	return code == "" || strings.HasPrefix(code, "08") || strings.HasPrefix(code, "57P")
+}
+
+// sqlstate is the SQLSTATE of an error the server raised, "" for any
+// other error.
+func sqlstate(err error) string {
 	var pgErr *pgconn.PgError
-	if !errors.As(err, &pgErr) {
-		return true
+	if errors.As(err, &pgErr) {
+		return pgErr.Code
 	}
-	return strings.HasPrefix(pgErr.Code, "08") || strings.HasPrefix(pgErr.Code, "57P")
+	return ""
 }
 
 // Lock waits in FIFO order until the lock is granted or ctx ends (then the
@@ -476,8 +483,7 @@ func (le *Lease) wait(ctx context.Context, o Options) (*int64, time.Time, error)
 			case <-time.After(time.Until(sent.Add(o.Heartbeat / 3))):
 			}
 		} else if !broken(err) {
-			var pgErr *pgconn.PgError
-			if !errors.As(err, &pgErr) || pgErr.Code != "55000" { // not "dropped": a real error
+			if sqlstate(err) != "55000" { // not "dropped": a real error
 				break
 			}
 			stmt = "enqueue" // dropped: queue again
