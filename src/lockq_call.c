@@ -32,11 +32,14 @@
  */
 #include "postgres.h"
 
+#include <sched.h>
+
 #include "access/xlog.h"
 #include "commands/dbcommands.h"
 #include "libpq/libpq-be.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
+#include "portability/instr_time.h"
 #include "pgstat.h"
 #include "replication/syncrep.h"
 #include "storage/ipc.h"
@@ -573,12 +576,55 @@ lq_call_timeout_detail(const LqResult *res)
 }
 
 /*
+ * lq_await_spin waits for the lock server's answer to a request just
+ * submitted by watching the slot, for up to lockq.spin_time microseconds,
+ * while a core is free to do so (lq_shmem_spin_enter).  The lock server
+ * answers most requests within a batch, tens of microseconds; a backend
+ * that is still awake then is not signalled (SetLatch sends no kill() to
+ * a backend that is not sleeping) and not switched out and back in: the
+ * kill() was the largest part of the lock server's work per leased pair
+ * besides its batches, and the sleep and wake-up most of an answer's
+ * latency on an idle machine.  The spin ends as soon as the
+ * answer is there, when the request waits in a lock's queue (queued_ts:
+ * only a release ends that), or when an interrupt is pending; the caller
+ * reads the slot under its mutex.  Reads the slot without the mutex (a
+ * stale value only prolongs the spin), checks no interrupts itself, and
+ * never raises.  Never inlined, so that a profile shows the spin apart.
+ */
+static pg_noinline void
+lq_await_spin(LqSlot *slot)
+{
+	volatile LqSlot *vs = slot;
+	instr_time	start;
+	instr_time	now;
+	int			polls = 0;
+
+	if (lockq_spin_time <= 0 || !lq_shmem_spin_enter(false))
+		return;
+	INSTR_TIME_SET_CURRENT(start);
+	while (vs->state != LQ_SLOT_DONE && vs->queued_ts == 0 && !InterruptPending)
+	{
+		pg_spin_delay();
+		if (++polls % 16 != 0)
+			continue;
+		/* as the lock server's spin does: a process queued here runs */
+		sched_yield();
+		INSTR_TIME_SET_CURRENT(now);
+		INSTR_TIME_SUBTRACT(now, start);
+		if (INSTR_TIME_GET_MICROSEC(now) >= lockq_spin_time)
+			break;
+	}
+	lq_shmem_spin_exit();
+}
+
+/*
  * lq_await sleeps until the lock server has answered the request in slot
  * and returns the answer.  Interruptible (the caller sets up the cleanup);
  * a client that disconnects ends the session at once (FATAL), so that it
  * keeps no place in a queue.  For a lazy arrival (lq_submit) it wakes the
  * lock server if the request is still unread when half of its wait limit
- * is left, or after LQ_LAZY_ARRIVAL_MS.
+ * is left, or after LQ_LAZY_ARRIVAL_MS.  Any other request but a
+ * lockq_await is first waited for awake (lq_await_spin).
  */
 static LqResult
 lq_await(LqSlot *slot, const LqRequest *req, bool lazy)
@@ -601,6 +647,8 @@ lq_await(LqSlot *slot, const LqRequest *req, bool lazy)
 			kick_us = Min(kick_us, (req->deadline - lq_clock_peek()) / 2);
 		kick_at = GetCurrentTimestamp() + Max(kick_us, 0);
 	}
+	else if (req->op != LQ_OP_AWAIT)
+		lq_await_spin(slot);	/* a lockq_await waits for a release */
 	for (;;)
 	{
 		bool		done = false;

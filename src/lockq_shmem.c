@@ -25,6 +25,9 @@
  */
 #include "postgres.h"
 
+#include <sched.h>
+#include <unistd.h>
+
 #include "common/hashfn.h"
 #include "miscadmin.h"
 #include "mb/pg_wchar.h"
@@ -152,6 +155,7 @@ lq_shmem_startup(void)
 		pg_atomic_init_u64(&lq_shared->state_bytes, 0);
 		pg_atomic_init_u64(&lq_shared->delay_max, 0);
 		pg_atomic_init_u64(&lq_shared->fence_gen, 0);
+		pg_atomic_init_u32(&lq_shared->spinners, 0);
 		pg_atomic_init_u64(&lq_shared->clock_last, 0);
 		pg_atomic_init_u64(&lq_shared->clock_ceiling, 0);
 		pg_atomic_init_u32(&lq_shared->clock_ready, 0);
@@ -359,6 +363,52 @@ lq_shmem_wake_worker(void)
 
 	if (procno >= 0)
 		SetLatch(&ProcGlobal->allProcs[procno].procLatch);
+}
+
+/*
+ * lq_shmem_spin_enter says whether this process may spin now, waiting for
+ * the lock server or for work from the backends, and if so counts it as
+ * spinning until lq_shmem_spin_exit.  Spinning pays only on a core that
+ * would otherwise be idle: a process that waits for an answer on its core
+ * saves its sleep and its wake-up, and its waker the kill() of SetLatch,
+ * whereas one that spins on a core another process queues for delays the
+ * very work it waits for.  So a process may spin while fewer processes spin
+ * for lockq than it has CPUs to run on (its affinity: the machine's CPUs,
+ * or fewer under taskset or a cpuset; read once per process).  The lock
+ * server (always) spins whenever its own rule says so (lq_wait_for_work),
+ * but counts, so that on two cores one backend at a time spins beside it
+ * and on one core none does.  Spinners yield their CPU often
+ * (sched_yield), which bounds what a spin costs a process queued on its
+ * core.  Never raises.
+ */
+bool
+lq_shmem_spin_enter(bool always)
+{
+	static int	ncpus = 0;
+
+	if (ncpus == 0)
+	{
+		cpu_set_t	cpus;
+
+		/* the CPUs this process may run on (taskset, a cgroup's cpuset) */
+		if (sched_getaffinity(0, sizeof(cpus), &cpus) == 0)
+			ncpus = CPU_COUNT(&cpus);
+		else
+			ncpus = (int) sysconf(_SC_NPROCESSORS_ONLN);
+		ncpus = Max(ncpus, 1);
+	}
+	if ((int) pg_atomic_fetch_add_u32(&lq_shared->spinners, 1) < ncpus ||
+		always)
+		return true;
+	pg_atomic_fetch_sub_u32(&lq_shared->spinners, 1);
+	return false;
+}
+
+/* lq_shmem_spin_exit ends a spin that lq_shmem_spin_enter allowed. */
+void
+lq_shmem_spin_exit(void)
+{
+	pg_atomic_fetch_sub_u32(&lq_shared->spinners, 1);
 }
 
 /*

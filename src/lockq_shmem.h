@@ -281,6 +281,9 @@ typedef struct LqShared
 	pg_atomic_uint64 state_bytes;	/* memory the lock server's state holds */
 	pg_atomic_uint64 fence_gen; /* bumped when a fenced transaction ends */
 	pg_atomic_uint64 delay_max; /* the latest end of such a delay (0: none) */
+	pg_atomic_uint32 spinners;	/* processes spinning for lockq now: the
+								 * lock server between requests, backends
+								 * for their answers (lq_shmem_spin_enter) */
 	pg_atomic_uint32 dropping_pid;	/* a backend dropping lockq.database:
 									 * the lock server stays out of it
 									 * (lq_let_database_go); 0: none */
@@ -373,6 +376,8 @@ extern void lq_shmem_init_hooks(void);
 extern void lq_shmem_ring_push(LqEntry entry);
 extern int	lq_shmem_ring_drain(LqEntry *out, int max, bool *overflow);
 extern void lq_shmem_wake_worker(void);
+extern bool lq_shmem_spin_enter(bool always);
+extern void lq_shmem_spin_exit(void);
 extern void lq_shmem_wakes_hand_on(const int *procnos, int n);
 extern void lq_shmem_wakes_pass(int n);
 extern void lq_shmem_hint_held(const char *lock_id, const char *owner);

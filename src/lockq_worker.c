@@ -1549,9 +1549,10 @@ lq_worker_wait_for_drop(void)
  * every signal the lock server handles sets its latch.  A lock server
  * that spins does not reach WaitLatch, so it checks for the postmaster's
  * death itself (cheap: a flag the kernel's signal sets), and exits as
- * WL_EXIT_ON_PM_DEATH would.
+ * WL_EXIT_ON_PM_DEATH would.  Never inlined, so that a profile tells the
+ * spin from the lock server's work (BENCHMARKS.md, "Targets (issue 23)").
  */
-static bool
+static pg_noinline bool
 lq_spin(instr_time start)
 {
 	instr_time	now;
@@ -1584,11 +1585,13 @@ lq_spin(instr_time start)
  * at most lockq.spin_time) it first spins (lq_spin): a request that finds
  * it awake costs no signal to wake it, and the lock server no sleep and
  * no switch back in, which on a busy lock is one process switch per
- * hand-off.  A lock server whose requests come further apart sleeps at
- * once and burns no CPU: one short wait in a row of long ones (a release
- * right after its grant) does not start a spin.  Before it sleeps it
- * wakes the backends answered that nobody has woken yet.  Never raises
- * (interrupts are the caller's).
+ * hand-off.  It counts as a spinner (lq_shmem_spin_enter), so that the
+ * backends' spins for their answers (lq_await_spin) take only the other
+ * cores.  A lock server whose requests come further apart sleeps at once
+ * and burns no CPU: one short wait in a row of long ones (a release right
+ * after its grant) does not start a spin.  Before it sleeps it wakes the
+ * backends answered that nobody has woken yet.  Never raises (interrupts
+ * are the caller's).
  */
 static void
 lq_wait_for_work(long sleep_ms)
@@ -1597,10 +1600,16 @@ lq_wait_for_work(long sleep_ms)
 	instr_time	start;
 	instr_time	now;
 	int64		waited;
+	bool		woken = false;
 
 	INSTR_TIME_SET_CURRENT(start);
-	if (lockq_spin_time <= 0 || sleep_ms == 0 ||
-		avg_wait_us > lockq_spin_time || !lq_spin(start))
+	if (lockq_spin_time > 0 && sleep_ms != 0 && avg_wait_us <= lockq_spin_time)
+	{
+		(void) lq_shmem_spin_enter(true);
+		woken = lq_spin(start);
+		lq_shmem_spin_exit();
+	}
+	if (!woken)
 	{
 		lq_report_waiting();
 		lq_shmem_wakes_hand_on(NULL, 0);

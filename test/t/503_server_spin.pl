@@ -1,4 +1,4 @@
-# The lock server's spin (lockq.spin_time, lq_wait_for_work in
+# The spins of lockq.spin_time.  The lock server's (lq_wait_for_work in
 # lockq_worker.c): while requests come close together it stays awake
 # between them instead of sleeping; when they come further apart it sleeps
 # at once.  Measured as the share of the lock server's CPU time (from
@@ -10,7 +10,14 @@
 #  * a sparse stream (5 ms between pairs, each pair's release right after
 #    its grant) with lockq.spin_time = 1000: it stays off the CPU (fails if
 #    a single short wait started a spin: that would be 1 ms of every 5);
-#  * every grant of both streams was answered and released.
+#  * every grant of both streams was answered and released;
+#  * the backends' spin for their answers (lq_await_spin in lockq_call.c):
+#    in a dense stream the session's backend sleeps (a voluntary context
+#    switch, from /proc/self/status) for almost no answer where it has a
+#    core beside the spinning lock server (fails if backends never spin),
+#    for each with lockq.spin_time = 0 (fails if 0 does not turn it off),
+#    and for many when the server runs on a single CPU (taskset: fails if
+#    a backend spins where the lock server already takes the only core).
 #
 # Copyright (c) 2026, lockq developers
 # This file is part of lockq, released under the PostgreSQL License
@@ -45,6 +52,11 @@ BEGIN
 	END LOOP;
 	RETURN done;
 END $$;
+-- this backend's voluntary context switches (its sleeps) so far
+CREATE FUNCTION sleeps() RETURNS bigint LANGUAGE sql AS $$
+	SELECT (regexp_match(pg_read_file('/proc/self/status'),
+						 '(?:^|\n)voluntary_ctxt_switches:\s+(\d+)'))[1]::bigint
+$$;
 });
 
 my $hz = POSIX::sysconf(POSIX::_SC_CLK_TCK());
@@ -76,6 +88,39 @@ sub share
 	return ($cpu / $wall, $done);
 }
 
+# sleeps_per_pair(n): runs a dense stream(n, 0) in one session; returns
+# its backend's voluntary context switches per pair, and the pairs done.
+# Only the lockq_try waits for an answer (the release by token is a quick
+# release), so a backend that sleeps for every answer sleeps about once
+# per pair.
+sub sleeps_per_pair
+{
+	my ($n) = @_;
+	my ($before, $done, $after) = split(/\n/,
+		$node->safe_psql('postgres', "SELECT sleeps(); SELECT stream($n, 0); SELECT sleeps()"));
+	my $per = ($after - $before) / $n;
+	note(sprintf('stream(%d, 0): the backend slept %.3f times per pair', $n, $per));
+	return ($per, $done);
+}
+
+# cpus(): the CPU list of this process's affinity (taskset's form, e.g.
+# "0-3,6"), and how many CPUs it has; ('', 0) without taskset.  The
+# server this test starts inherits it.
+sub cpus
+{
+	my $out = `taskset -c -p $$ 2>/dev/null`;
+	return ('', 0) unless defined $out && $out =~ /:\s*([\d,-]+)\s*$/;
+	my $list = $1;
+	my $n = 0;
+	for my $r (split(/,/, $list))
+	{
+		my ($lo, $hi) = split(/-/, $r);
+		$n += defined $hi ? $hi - $lo + 1 : 1;
+	}
+	return ($list, $n);
+}
+my ($cpu_list, $ncpus) = cpus();
+
 # warm up (the first grants create the lock server's caches)
 share(500, 0);
 
@@ -87,6 +132,16 @@ my ($sparse, $done2) = share(200, 0.005);
 is($done2, 200, 'sparse stream: every pair granted and released');
 cmp_ok($sparse, '<', 0.12, 'spin_time 1000: it sleeps between sparse requests');
 
+SKIP:
+{
+	skip 'a backend spins only beside the lock server: needs two CPUs', 2
+	  if $ncpus < 2;
+	my ($per, $n) = sleeps_per_pair(20000);
+	is($n, 20000, 'backend spin: every pair granted and released');
+	cmp_ok($per, '<', 0.2,
+		'spin_time 1000: a backend with a core beside the lock server waits for its answers awake');
+}
+
 $node->append_conf('postgresql.conf', "lockq.spin_time = 0\n");
 $node->restart;
 wait_for_worker($node);
@@ -95,6 +150,27 @@ my ($off, $done3) = share(30000, 0);
 is($done3, 30000, 'spin_time 0: every pair granted and released');
 cmp_ok($off, '<', $dense - 0.2,
 	'spin_time 0: the lock server sleeps between requests, far less on the CPU');
+my ($per_off, $done4) = sleeps_per_pair(20000);
+is($done4, 20000, 'spin_time 0: every pair of the session granted and released');
+cmp_ok($per_off, '>', 0.8, 'spin_time 0: a backend sleeps for each answer');
+
+# On one CPU the lock server's spin takes it: no backend spins beside it.
+SKIP:
+{
+	skip 'needs taskset', 2 if $ncpus < 1;
+	my ($first) = $cpu_list =~ /^(\d+)/;
+	$node->append_conf('postgresql.conf', "lockq.spin_time = 1000\n");
+	system('taskset', '-p', '-c', $first, $$) == 0 or die 'taskset failed';
+	$node->restart;
+	system('taskset', '-p', '-c', $cpu_list, $$) == 0 or die 'taskset failed';
+	wait_for_worker($node);
+	share(500, 0);
+	my ($per1, $n1) = sleeps_per_pair(20000);
+	is($n1, 20000, 'one CPU: every pair granted and released');
+	# about half of the answers come as the lock server, woken, preempts
+	# the backend before it sleeps; a backend that spins sleeps for none
+	cmp_ok($per1, '>', 0.2, 'one CPU: backends do not spin beside the spinning lock server');
+}
 
 $node->stop;
 done_testing();
