@@ -32,8 +32,6 @@
  */
 #include "postgres.h"
 
-#include <sched.h>
-
 #include "access/xlog.h"
 #include "commands/dbcommands.h"
 #include "libpq/libpq-be.h"
@@ -596,24 +594,14 @@ lq_await_spin(LqSlot *slot)
 {
 	volatile LqSlot *vs = slot;
 	instr_time	start;
-	instr_time	now;
 	int			polls = 0;
 
 	if (lockq_spin_time <= 0 || !lq_shmem_spin_enter(false))
 		return;
 	INSTR_TIME_SET_CURRENT(start);
-	while (vs->state != LQ_SLOT_DONE && vs->queued_ts == 0 && !InterruptPending)
-	{
-		pg_spin_delay();
-		if (++polls % 16 != 0)
-			continue;
-		/* as the lock server's spin does: a process queued here runs */
-		sched_yield();
-		INSTR_TIME_SET_CURRENT(now);
-		INSTR_TIME_SUBTRACT(now, start);
-		if (INSTR_TIME_GET_MICROSEC(now) >= lockq_spin_time)
-			break;
-	}
+	while (vs->state != LQ_SLOT_DONE && vs->queued_ts == 0 &&
+		   !InterruptPending && lq_shmem_spin_pause(start, &polls))
+		;
 	lq_shmem_spin_exit();
 }
 

@@ -40,6 +40,7 @@
 #include "utils/timestamp.h"
 
 #include "lockq_fault.h"
+#include "lockq_guc.h"
 #include "lockq_leases.h"
 #include "lockq_session.h"
 #include "lockq_shmem.h"
@@ -402,6 +403,27 @@ lq_shmem_spin_enter(bool always)
 		return true;
 	pg_atomic_fetch_sub_u32(&lq_shared->spinners, 1);
 	return false;
+}
+
+/*
+ * lq_shmem_spin_pause is one poll's pause in a spin that began at start:
+ * a CPU pause and, every sixteenth poll (a few microseconds apart), a
+ * sched_yield(), which lets a process queued for this CPU run and returns
+ * at once where none is.  Returns false once lockq.spin_time has passed
+ * since start.
+ */
+bool
+lq_shmem_spin_pause(instr_time start, int *polls)
+{
+	instr_time	now;
+
+	pg_spin_delay();
+	if (++*polls % 16 != 0)
+		return true;
+	sched_yield();
+	INSTR_TIME_SET_CURRENT(now);
+	INSTR_TIME_SUBTRACT(now, start);
+	return INSTR_TIME_GET_MICROSEC(now) < lockq_spin_time;
 }
 
 /* lq_shmem_spin_exit ends a spin that lq_shmem_spin_enter allowed. */

@@ -19,6 +19,7 @@
 
 #include "nodes/pg_list.h"
 #include "port/atomics.h"
+#include "portability/instr_time.h"
 #include "storage/condition_variable.h"
 #include "storage/spin.h"
 
@@ -377,6 +378,7 @@ extern void lq_shmem_ring_push(LqEntry entry);
 extern int	lq_shmem_ring_drain(LqEntry *out, int max, bool *overflow);
 extern void lq_shmem_wake_worker(void);
 extern bool lq_shmem_spin_enter(bool always);
+extern bool lq_shmem_spin_pause(instr_time start, int *polls);
 extern void lq_shmem_spin_exit(void);
 extern void lq_shmem_wakes_hand_on(const int *procnos, int n);
 extern void lq_shmem_wakes_pass(int n);

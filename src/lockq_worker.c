@@ -39,7 +39,6 @@
  */
 #include "postgres.h"
 
-#include <sched.h>
 #ifdef __GLIBC__
 #include <malloc.h>
 #endif
@@ -1555,7 +1554,6 @@ lq_worker_wait_for_drop(void)
 static pg_noinline bool
 lq_spin(instr_time start)
 {
-	instr_time	now;
 	int			polls = 0;
 
 	for (;;)
@@ -1567,14 +1565,8 @@ lq_spin(instr_time start)
 				proc_exit(1);
 			return true;
 		}
-		pg_spin_delay();
-		if (++polls % 16 != 0)
-			continue;
-		/* let a process that waits for this CPU have it: a backend, mostly */
-		sched_yield();
-		INSTR_TIME_SET_CURRENT(now);
-		INSTR_TIME_SUBTRACT(now, start);
-		if (INSTR_TIME_GET_MICROSEC(now) >= lockq_spin_time)
+		/* yields to a process that waits for this CPU: a backend, mostly */
+		if (!lq_shmem_spin_pause(start, &polls))
 			return false;
 	}
 }
