@@ -127,7 +127,7 @@ lq_guc_define(void)
 
 	DefineCustomIntVariable("lockq.spin_time",
 							"Sets how long the lock server keeps looking for new requests, and a backend for its answer, before it sleeps, in microseconds.",
-							"The lock server only while requests came that close together, a backend only while fewer processes spin than it has CPUs: a request that finds the lock server awake is taken without waking it, an answer that finds its backend awake costs no signal (see doc/design/shared-memory.md, \"The lock server's loop\").  0: both sleep at once.",
+							"The lock server only while requests came that close together, a backend only while fewer processes spin than the server has CPUs (its affinity and its cgroup's CPU limit): a request that finds the lock server awake is taken without waking it, an answer that finds its backend awake costs no signal (see doc/design/shared-memory.md, \"The lock server's loop\").  0: both sleep at once.",
 							&lockq_spin_time,
 							300, 0, 1000,
 							PGC_SIGHUP, 0,

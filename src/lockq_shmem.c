@@ -59,6 +59,8 @@ StaticAssertDecl(LQ_HINT_ID_LEN <= PG_UINT8_MAX,
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 
+static int	lq_spin_cpus(void);
+
 /*
  * Number of ring entries: a backend can have a request, its cancellation,
  * its session end and its quick releases outstanding at once, and a new
@@ -157,6 +159,7 @@ lq_shmem_startup(void)
 		pg_atomic_init_u64(&lq_shared->delay_max, 0);
 		pg_atomic_init_u64(&lq_shared->fence_gen, 0);
 		pg_atomic_init_u32(&lq_shared->spinners, 0);
+		lq_shared->spin_cpus = lq_spin_cpus();
 		pg_atomic_init_u64(&lq_shared->clock_last, 0);
 		pg_atomic_init_u64(&lq_shared->clock_ceiling, 0);
 		pg_atomic_init_u32(&lq_shared->clock_ready, 0);
@@ -367,6 +370,134 @@ lq_shmem_wake_worker(void)
 }
 
 /*
+ * lq_cgroup_quota reads a CFS bandwidth limit as whole CPUs: quota
+ * and period from one file ("max 100000" or "200000 100000", cgroup v2's
+ * cpu.max) or from two (cgroup v1's cpu.cfs_quota_us and
+ * cpu.cfs_period_us, quota -1 for none).  INT_MAX where there is no limit
+ * or the files cannot be read.
+ */
+static int
+lq_cgroup_quota(const char *quota_path, const char *period_path)
+{
+	FILE	   *f;
+	char		quota[32] = "";
+	long		period = 0;
+	long		q;
+	int			n;
+
+	f = fopen(quota_path, "r");
+	if (f == NULL)
+		return INT_MAX;
+	n = fscanf(f, "%31s %ld", quota, &period);
+	fclose(f);
+	if (n < 1 || strcmp(quota, "max") == 0 || (q = atol(quota)) <= 0)
+		return INT_MAX;
+	if (period_path != NULL)
+	{
+		f = fopen(period_path, "r");
+		if (f == NULL)
+			return INT_MAX;
+		n = fscanf(f, "%ld", &period);
+		fclose(f);
+		if (n != 1)
+			return INT_MAX;
+	}
+	if (period <= 0)
+		return INT_MAX;
+	return (int) Min(q / period, (long) INT_MAX);
+}
+
+/*
+ * lq_cgroup_cpus is the least CPU limit of this process's cgroup and of
+ * every cgroup above it (a container's CPU limit, a systemd unit's
+ * CPUQuota), cgroup v2 or v1's cpu controller; INT_MAX if none.
+ */
+static int
+lq_cgroup_cpus(void)
+{
+	FILE	   *f = fopen("/proc/self/cgroup", "r");
+	char		line[MAXPGPATH];
+	int			limit = INT_MAX;
+
+	if (f == NULL)
+		return INT_MAX;
+	while (fgets(line, sizeof(line), f) != NULL)
+	{
+		char	   *controllers = strchr(line, ':');
+		char	   *rel = controllers ? strchr(controllers + 1, ':') : NULL;
+		bool		v2;
+
+		if (rel == NULL)
+			continue;
+		*rel++ = '\0';
+		controllers++;
+		rel[strcspn(rel, "\n")] = '\0';
+		v2 = controllers[0] == '\0';
+		if (!v2 && strcmp(controllers, "cpu") != 0 &&
+			strncmp(controllers, "cpu,", 4) != 0 &&
+			strstr(controllers, ",cpu,") == NULL &&
+			(strlen(controllers) < 4 ||
+			 strcmp(controllers + strlen(controllers) - 4, ",cpu") != 0))
+			continue;
+		/* from the process's own cgroup up to the root */
+		for (;;)
+		{
+			char		qpath[MAXPGPATH * 2];
+			char		ppath[MAXPGPATH * 2];
+			char	   *slash;
+
+			if (v2)
+			{
+				snprintf(qpath, sizeof(qpath), "/sys/fs/cgroup%s/cpu.max", rel);
+				limit = Min(limit, lq_cgroup_quota(qpath, NULL));
+			}
+			else
+			{
+				const char *const dirs[] = {"cpu", "cpu,cpuacct"};
+
+				for (int i = 0; i < lengthof(dirs); i++)
+				{
+					snprintf(qpath, sizeof(qpath), "/sys/fs/cgroup/%s%s/cpu.cfs_quota_us",
+							 dirs[i], rel);
+					snprintf(ppath, sizeof(ppath), "/sys/fs/cgroup/%s%s/cpu.cfs_period_us",
+							 dirs[i], rel);
+					limit = Min(limit, lq_cgroup_quota(qpath, ppath));
+				}
+			}
+			slash = strrchr(rel, '/');
+			if (slash == NULL || rel[0] == '\0')
+				break;
+			*slash = '\0';		/* "/a/b" -> "/a" -> "" (the root) */
+		}
+	}
+	fclose(f);
+	return limit;
+}
+
+/*
+ * lq_spin_cpus is how many processes may spin for lockq at once
+ * (lq_shmem_spin_enter): the CPUs the server may run on, from the
+ * postmaster's affinity (taskset, a cpuset), which every process of the
+ * server inherits, and no more than the whole CPUs of its cgroup's CPU
+ * limit, where spinning would spend the quota the server is throttled by.
+ * At least 1: the lock server's own spin.  Computed once, when the shared
+ * memory is made (again after a crash).
+ */
+static int
+lq_spin_cpus(void)
+{
+	cpu_set_t	cpus;
+	int			n;
+
+	if (sched_getaffinity(0, sizeof(cpus), &cpus) == 0)
+		n = CPU_COUNT(&cpus);
+	else
+		n = (int) sysconf(_SC_NPROCESSORS_ONLN);
+	n = Min(n, lq_cgroup_cpus());
+	return Max(n, 1);
+}
+
+/*
  * lq_shmem_spin_enter says whether this process may spin now, waiting for
  * the lock server or for work from the backends, and if so counts it as
  * spinning until lq_shmem_spin_exit.  Spinning pays only on a core that
@@ -374,8 +505,7 @@ lq_shmem_wake_worker(void)
  * saves its sleep and its wake-up, and its waker the kill() of SetLatch,
  * whereas one that spins on a core another process queues for delays the
  * very work it waits for.  So a process may spin while fewer processes spin
- * for lockq than it has CPUs to run on (its affinity: the machine's CPUs,
- * or fewer under taskset or a cpuset; read once per process).  The lock
+ * for lockq than the server has CPUs to run on (lq_spin_cpus).  The lock
  * server (always) spins whenever its own rule says so (lq_wait_for_work),
  * but counts, so that on two cores one backend at a time spins beside it
  * and on one core none does.  Spinners yield their CPU often
@@ -385,21 +515,8 @@ lq_shmem_wake_worker(void)
 bool
 lq_shmem_spin_enter(bool always)
 {
-	static int	ncpus = 0;
-
-	if (ncpus == 0)
-	{
-		cpu_set_t	cpus;
-
-		/* the CPUs this process may run on (taskset, a cgroup's cpuset) */
-		if (sched_getaffinity(0, sizeof(cpus), &cpus) == 0)
-			ncpus = CPU_COUNT(&cpus);
-		else
-			ncpus = (int) sysconf(_SC_NPROCESSORS_ONLN);
-		ncpus = Max(ncpus, 1);
-	}
-	if ((int) pg_atomic_fetch_add_u32(&lq_shared->spinners, 1) < ncpus ||
-		always)
+	if ((int) pg_atomic_fetch_add_u32(&lq_shared->spinners, 1) <
+		lq_shared->spin_cpus || always)
 		return true;
 	pg_atomic_fetch_sub_u32(&lq_shared->spinners, 1);
 	return false;

@@ -285,6 +285,7 @@ typedef struct LqShared
 	pg_atomic_uint32 spinners;	/* processes spinning for lockq now: the
 								 * lock server between requests, backends
 								 * for their answers (lq_shmem_spin_enter) */
+	int			spin_cpus;		/* at most this many spin (lq_spin_cpus) */
 	pg_atomic_uint32 dropping_pid;	/* a backend dropping lockq.database:
 									 * the lock server stays out of it
 									 * (lq_let_database_go); 0: none */
