@@ -582,12 +582,12 @@ lq_call_timeout_detail(const LqResult *res)
  * a backend that is not sleeping) and not switched out and back in: the
  * kill() was the largest part of the lock server's work per leased pair
  * besides its batches, and the sleep and wake-up most of an answer's
- * latency on an idle machine.  The spin ends as soon as the
- * answer is there, when the request waits in a lock's queue (queued_ts:
- * only a release ends that), or when an interrupt is pending; the caller
- * reads the slot under its mutex.  Reads the slot without the mutex (a
- * stale value only prolongs the spin), checks no interrupts itself, and
- * never raises.  Never inlined, so that a profile shows the spin apart.
+ * latency on an idle machine.  The spin ends as soon as the answer is
+ * there, when the request waits in a lock's queue (queued_ts: only a
+ * release ends that), or when an interrupt is pending; the caller reads
+ * the slot under its mutex.  Reads the slot without the mutex (a stale
+ * value only prolongs the spin), checks no interrupts itself, and never
+ * raises.  Never inlined, so that a profile shows the spin apart.
  */
 static pg_noinline void
 lq_await_spin(LqSlot *slot)
