@@ -629,7 +629,7 @@ class Lease {
     }
   }
 
-  /** Waits up to ms for a notice or the cancel signal. */
+  /** Waits up to ms for a notice or the cancel signal (not at all if it has fired). */
   _pause(ms, cancel) {
     return new Promise((resolve) => {
       const done = () => {
@@ -638,7 +638,8 @@ class Lease {
         this._resume = null;
         resolve();
       };
-      const timer = setTimeout(done, Math.max(0, ms));
+      // an 'abort' listener added after the abort is never called
+      const timer = setTimeout(done, cancel?.aborted ? 0 : Math.max(0, ms));
       cancel?.addEventListener('abort', done);
       this._resume = done;
     });
