@@ -2263,14 +2263,40 @@ lq_rules_undo_grant(const LqRequest *req, const LqResult *res, int64 now)
 void
 lq_rules_session_end(int slotno, int pid, int64 session_start, int64 now)
 {
+	lq_rules_session_end_waits(slotno, now);
+	lq_rules_session_end_grants(slotno, pid, session_start, now);
+}
+
+/*
+ * lq_rules_session_end_waits does the part of a session's end that touches
+ * nothing but memory, so that its slot can be freed while lockq's tables
+ * are locked (lq_postpone_gone in lockq_worker.c): the grants it made by
+ * itself are adopted, and its queued lockq_get or lockq_await withdrawn.
+ */
+void
+lq_rules_session_end_waits(int slotno, int64 now)
+{
 	LqSession  *s = &lq_sessions[slotno];
-	dlist_mutable_iter iter;
 
 	lq_adopt_fast_of_slot(slotno);
 	if (s->waiter != NULL)
 		lq_rules_cancel_wait(slotno, s->waiter->reqid, now);
 	if (s->awaiting != NULL)
 		lq_await_end(s->awaiting, false, now);
+}
+
+/*
+ * lq_rules_session_end_grants ends the session-bound grants of the session
+ * pid started at session_start, which had slot slotno; a later session in
+ * that slot keeps its own.  Ending one may hand its lock on, which needs the
+ * tables.  Doing it again finds nothing.
+ */
+void
+lq_rules_session_end_grants(int slotno, int pid, int64 session_start,
+							int64 now)
+{
+	LqSession  *s = &lq_sessions[slotno];
+	dlist_mutable_iter iter;
 
 	dlist_foreach_modify(iter, &s->held)
 	{

@@ -30,6 +30,9 @@ extern void lq_rules_undo_grant(const LqRequest *req, const LqResult *res,
 								int64 now);
 extern void lq_rules_session_end(int slotno, int pid, int64 session_start,
 								 int64 now);
+extern void lq_rules_session_end_waits(int slotno, int64 now);
+extern void lq_rules_session_end_grants(int slotno, int pid,
+										int64 session_start, int64 now);
 extern void lq_rules_quick_release(const char *lock_id, int64 token,
 								   int64 now);
 extern bool lq_rules_run_timers(int64 now);

@@ -116,6 +116,32 @@ static LqLockFailure *lq_blocked = NULL;
 static LqLockFailure lq_blocked_data;
 static TimestampTz lq_blocked_logged = 0;
 
+/*
+ * What a backend that gave up left to do while lockq's tables were locked
+ * (lq_postpone_gone): a grant its answer brought, which it never read, to
+ * hand back (undo), and, when its session ended (ended), the session-bound
+ * grants of that session (pid, start) to end.  Its slot is not kept for it:
+ * the session's next call, or a new session with the same BackendId, would
+ * wait for the slot as long as the table lock lasts, not
+ * lockq.table_lock_timeout.  The first batch that can lock the tables
+ * applies them, in order, before anything else (lq_apply_gone), and they
+ * are forgotten when it is published; applied again after a failed batch
+ * and the rebuild of the state, they find nothing left to do.
+ */
+typedef struct LqGone
+{
+	int			slotno;
+	bool		undo;
+	bool		ended;
+	int			pid;
+	int64		start;
+	LqRequest	req;
+	LqResult	res;
+} LqGone;
+
+static List *lq_gone = NIL;		/* of LqGone (TopMemoryContext) */
+static bool lq_gone_applied = false;	/* by the batch in progress */
+
 static void lq_handle_entry(LqEntry entry, int64 now);
 static void lq_handle_quick_all(int slotno, int64 now);
 static void lq_set_blocked(bool blocked);
@@ -196,20 +222,80 @@ typedef struct LqSlotView
 } LqSlotView;
 
 /*
+ * lq_postpone_gone handles, while lockq's tables are locked, a slot whose
+ * backend gave up on an answer that brought a grant (undo), or whose
+ * session ended holding session-bound grants: both need the tables, which
+ * only a later batch can lock.  What needs only memory is done now (an
+ * ended session's waits withdrawn, its own fast-path grants adopted), the
+ * rest is noted in lq_gone, and the slot is acknowledged (IDLE) or freed at
+ * once, as it would have been with the tables free.
+ */
+static void
+lq_postpone_gone(int slotno, const LqSlotView *v, bool undo, int64 now)
+{
+	MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+	LqGone	   *g = palloc0(sizeof(LqGone));
+
+	g->slotno = slotno;
+	g->undo = undo;
+	g->ended = v->ended;
+	g->pid = v->pid;
+	g->start = v->start;
+	g->req = v->req;
+	g->res = v->res;
+	lq_gone = lappend(lq_gone, g);
+	MemoryContextSwitchTo(old);
+
+	if (v->ended)
+	{
+		lq_rules_session_end_waits(slotno, now);
+		lq_outbox_free(slotno, v->reqid);
+	}
+	else
+		lq_outbox_ack(slotno, v->reqid);
+}
+
+/*
+ * lq_apply_gone does what lq_postpone_gone left for a batch that holds the
+ * table locks, oldest first; lq_end_batch forgets it once published.
+ */
+static void
+lq_apply_gone(int64 now)
+{
+	ListCell   *lc;
+
+	foreach(lc, lq_gone)
+	{
+		LqGone	   *g = lfirst(lc);
+
+		if (g->undo)
+		{
+			lq_rules_undo_grant(&g->req, &g->res, now);
+			if (g->req.op == LQ_OP_AWAIT || g->req.op == LQ_OP_ENQUEUE)
+				lq_rules_unpicked_grant(&g->req, &g->res, now);
+		}
+		if (g->ended)
+			lq_rules_session_end_grants(g->slotno, g->pid, g->start, now);
+	}
+	lq_gone_applied = lq_gone != NIL;
+}
+
+/*
  * lq_handle_gave_up handles a slot whose backend gave up on its request
  * (a cancel: a wait is withdrawn, a grant the answer brought is undone) or
  * has exited (its session's grants and wait end, and the slot is freed).
  * While lockq's tables are locked by another transaction, whatever would
- * write them waits (lq_defer).
+ * write them waits in lq_gone (lq_postpone_gone), and the slot does not.
  */
 static void
 lq_handle_gave_up(int slotno, const LqSlotView *v, int64 now)
 {
+	bool		undo = v->cancel && v->state == LQ_SLOT_DONE;
+
 	if (lq_blocked != NULL &&
-		((v->cancel && v->state == LQ_SLOT_DONE) ||
-		 (v->ended && lq_rules_session_holds(slotno))))
+		(undo || (v->ended && lq_rules_session_holds(slotno))))
 	{
-		lq_defer(lq_entry_request(slotno));
+		lq_postpone_gone(slotno, v, undo, now);
 		return;
 	}
 	if (v->cancel)
@@ -240,9 +326,10 @@ lq_handle_gave_up(int slotno, const LqSlotView *v, int64 now)
  *
  * While lockq's relations cannot be locked (lq_blocked), only what touches
  * nothing but memory is done: a waiting lockq_get is withdrawn, a session
- * that holds no session-bound grant is cleaned up, and a new request that
- * has waited lockq.table_lock_timeout is refused.  Everything else is
- * deferred to a later batch.
+ * that ended is cleaned up and its slot freed (what it held ends later, see
+ * lq_postpone_gone), and a new request that has waited
+ * lockq.table_lock_timeout is refused.  Everything else is deferred to a
+ * later batch.
  */
 static void
 lq_handle_slot(int slotno, int64 now)
@@ -705,6 +792,7 @@ lq_discard_batch(void)
 
 	lq_tables_end_batch(false);
 	lq_spi_connected = false;
+	lq_gone_applied = false;	/* applied again by the next batch */
 	again = lq_outbox_discard();
 	old = MemoryContextSwitchTo(TopMemoryContext);
 	lq_recheck = list_concat(lq_recheck, again);
@@ -716,6 +804,12 @@ lq_discard_batch(void)
 static void
 lq_end_batch(void)
 {
+	if (lq_gone_applied)
+	{
+		list_free_deep(lq_gone);
+		lq_gone = NIL;
+		lq_gone_applied = false;
+	}
 	lq_report_waiting();
 }
 
@@ -1120,7 +1214,7 @@ lq_plan_batch(LqBatchPlan *plan)
 	plan->retry_deferred = lq_rules_has_deferred() &&
 		plan->fence_gen != lq_fence_gen_seen;
 
-	if (n == 0 && !overflow && lq_recheck == NIL &&
+	if (n == 0 && !overflow && lq_recheck == NIL && lq_gone == NIL &&
 		!(due > 0 && due <= plan->now) && !plan->retry_deferred &&
 		lq_blocked == NULL)
 		return false;
@@ -1168,6 +1262,7 @@ lq_apply_batch(const LqBatchPlan *plan)
 		return false;
 	if (plan->now + LQ_CLOCK_MARGIN_US > lq_clock_ceiling())
 		lq_durability_extend_clock(plan->now);
+	lq_apply_gone(plan->now);
 	(void) lq_rules_run_timers(plan->now);
 	foreach(lc, plan->entries)
 	{

@@ -27,7 +27,8 @@ use Exporter 'import';
 our @EXPORT = qw(lockq_node start_waiter waiter_result wait_for_waiters
   wait_for_holder worker_pid scalar_query crash_restart end_session
   require_tool fault_functions fault_fired wait_for_worker queue_of
-  backend_pid create_churn node_client go_client go_run start_pgbouncer);
+  backend_pid create_churn node_client go_client go_run start_pgbouncer
+  wait_for_exit);
 
 # require_tool(ok, what) skips the whole test file when a tool it needs is
 # missing (ok false), with what as the reason; but under make test
@@ -154,6 +155,22 @@ sub wait_for_holder
 	return $node->poll_query_until('postgres',
 		"SELECT count(*) = 1 FROM lockq_locks WHERE lock_id = '$lock' AND owner = '$owner'"
 	);
+}
+
+# wait_for_exit(pid) polls until process pid is gone, zombie included (the
+# postmaster has reaped it, so its PGPROC and BackendId are free); false if
+# it is still there after the default timeout.
+sub wait_for_exit
+{
+	my ($pid) = @_;
+	my $timeout = IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default);
+	$timeout->start;
+	while (-e "/proc/$pid")
+	{
+		return 0 if $timeout->is_expired;
+		select(undef, undef, undef, 0.05);
+	}
+	return 1;
 }
 
 # crash_restart(node) kills the postmaster with SIGKILL and starts the node

@@ -40,6 +40,20 @@ ok(wait_for_waiters($node, 'held', 2), 'two waiters queue behind a 2 s lease');
 my $cpid = $node->safe_psql('postgres',
 	"SELECT pid FROM pg_stat_activity WHERE application_name = 'w-cancel'");
 
+# A session that will end, holding a session-bound grant, while the tables
+# are locked; and one whose call will be cancelled after its answer (a
+# grant) came: both need the tables to finish, and neither may keep its
+# request slot until the table lock is released.
+my $gone = $node->background_psql('postgres');
+ok($gone->query_safe("SELECT lockq_try('gone')") > 0, 'a session takes a session-bound grant');
+my $gone_pid = $gone->query_safe('SELECT pg_backend_pid()');
+fault_functions($node);
+$node->safe_psql('postgres', "SELECT lockq_fault_arm('call-after-submit', 'wait')");
+my $undo = start_waiter($node, 'undo', "SELECT lockq_try('undo1', 'o3', '1 minute');");
+ok(fault_fired($node, 'call-after-submit'), 'a call stalls after it sent its request');
+ok(wait_for_holder($node, 'undo1', 'o3'), 'which the lock server grants');
+my $undo_pid = backend_pid($node, 'undo');
+
 # --- LOCK TABLE lockq.owners ------------------------------------------------
 my $locker = $node->background_psql('postgres');
 $locker->query_safe('BEGIN; LOCK TABLE lockq.owners IN ACCESS EXCLUSIVE MODE');
@@ -76,10 +90,38 @@ ok($node->log_contains(
 		qr/lockq lock server cannot lock relation "lockq.owners", locked by process $lpid/, $offset),
 	'the log names the relation and the process');
 
+# The session that ends: a new session takes the lowest free BackendId,
+# which is the one it had, and with it its request slot.  Its calls must
+# fail in lockq.table_lock_timeout as every other session's do, not wait for
+# the ended session's grants to end (they need the tables).
+$gone->quit;
+ok(wait_for_exit($gone_pid), 'the session holding a grant ends');
+($secs, $out, $err) = timed("SELECT lockq_try('gone2', 'o')");
+like($err, qr/could not lock its tables/,
+	'the next session\'s call (same slot) gets the same error');
+cmp_ok($secs, '<', 8, 'in bounded time, not when the table lock ends');
+
+# The cancelled call: its grant is handed back once the tables are free,
+# and the session's next call does not wait for that.
+my $start = time();
+is($node->safe_psql('postgres', "SELECT pg_cancel_backend($undo_pid)"), 't',
+	'the stalled call is cancelled after its answer came');
+like(waiter_result($undo, qr/(ERROR:.*)/), qr/canceling statement due to user request/,
+	'the cancel returns');
+cmp_ok(time() - $start, '<', 5, 'at once, not after the wait for its confirmation');
+$start = time();
+$undo->{stdin} .= "SELECT lockq_try('undo2', 'o3');\n";
+like(waiter_result($undo, qr/(ERROR:.*could not lock its tables.*)/), qr/could not lock its tables/,
+	'the session\'s next call gets the same error as any other');
+cmp_ok(time() - $start, '<', 8, 'in bounded time');
+
 $locker->query_safe('COMMIT');
 ok($node->poll_query_until('postgres',
 		"SELECT count(*) = 0 FROM lockq_locks WHERE lock_id = 'held'"),
 	'once the table lock is released, the lease expires');
+ok($node->poll_query_until('postgres',
+		"SELECT count(*) = 0 FROM lockq_locks WHERE lock_id IN ('gone', 'undo1')"),
+	'the ended session\'s grant ends, and the cancelled call\'s is handed back');
 ok($node->log_contains(qr/lockq lock server can lock its tables again/, $offset),
 	'and the log says the lock server works again');
 ok( $node->poll_query_until('postgres',
@@ -100,5 +142,6 @@ ok($node->poll_query_until('postgres', "SELECT lockq_try('free3', 'o') IS NOT NU
 $locker->quit;
 $w->quit;
 $c->quit;
+end_session($undo);
 $node->stop;
 done_testing();
