@@ -425,6 +425,7 @@ lq_cgroup_cpus(void)
 	{
 		char	   *controllers = strchr(line, ':');
 		char	   *rel = controllers ? strchr(controllers + 1, ':') : NULL;
+		char		list[MAXPGPATH + 2];
 		bool		v2;
 
 		if (rel == NULL)
@@ -433,11 +434,9 @@ lq_cgroup_cpus(void)
 		controllers++;
 		rel[strcspn(rel, "\n")] = '\0';
 		v2 = controllers[0] == '\0';
-		if (!v2 && strcmp(controllers, "cpu") != 0 &&
-			strncmp(controllers, "cpu,", 4) != 0 &&
-			strstr(controllers, ",cpu,") == NULL &&
-			(strlen(controllers) < 4 ||
-			 strcmp(controllers + strlen(controllers) - 4, ",cpu") != 0))
+		/* v1: the hierarchy whose controllers ("cpu,cpuacct") include cpu */
+		snprintf(list, sizeof(list), ",%s,", controllers);
+		if (!v2 && strstr(list, ",cpu,") == NULL)
 			continue;
 		/* from the process's own cgroup up to the root */
 		for (;;)
@@ -515,6 +514,10 @@ lq_spin_cpus(void)
 bool
 lq_shmem_spin_enter(bool always)
 {
+	/* a plain read first: a backend that may not spin writes nothing */
+	if (!always &&
+		(int) pg_atomic_read_u32(&lq_shared->spinners) >= lq_shared->spin_cpus)
+		return false;
 	if ((int) pg_atomic_fetch_add_u32(&lq_shared->spinners, 1) <
 		lq_shared->spin_cpus || always)
 		return true;
