@@ -73,6 +73,18 @@
 #define LQ_SELF_TIMEOUT_GRACE_US	(100 * 1000)
 #define LQ_SELF_TIMEOUT_ACK_MS		250
 
+/*
+ * lq_self_limit: when a backend ends req's wait by itself, whatever the lock
+ * server does (lockq time); 0 for a request without such a limit.
+ */
+static inline int64
+lq_self_limit(const LqRequest *req)
+{
+	if (req->deadline != 0 && (req->op == LQ_OP_GET || req->op == LQ_OP_AWAIT))
+		return req->deadline + LQ_SELF_TIMEOUT_GRACE_US;
+	return 0;
+}
+
 /* Per-backend state. */
 static int	lq_db_checked = 0;	/* 0 unknown, 1 right database, -1 wrong */
 static bool lq_attached = false;
@@ -210,24 +222,27 @@ lq_at_session_exit(int code, Datum arg)
 }
 
 /*
- * lq_call_attach claims this backend's slot on its first lockq call.  A
- * slot may still be held by an earlier session with the same BackendId
- * whose exit the worker has not processed yet; then we wait
- * (interruptibly) for the worker to free it.
+ * lq_attach claims this backend's slot, on its first lockq call.  A slot may
+ * still be held by an earlier session with the same BackendId (PostgreSQL
+ * hands out the lowest free one) whose exit the lock server has not
+ * processed yet; then we wait (interruptibly) for the lock server to free
+ * it: not at all unless wait, and only until give_up_at (lockq time; 0: no
+ * limit).  Returns whether the slot is ours.
  */
-void
-lq_call_attach(void)
+static bool
+lq_attach(bool wait, int64 give_up_at)
 {
 	int			slotno = lq_call_slotno();
 	LqSlot	   *slot = &lq_slots[slotno];
 
 	if (lq_attached)
-		return;
+		return true;
 
 	ConditionVariablePrepareToSleep(&slot->freed);
 	for (;;)
 	{
 		bool		claimed = false;
+		long		timeout = 1000;
 
 		SpinLockAcquire(&slot->mutex);
 		if (slot->state == LQ_SLOT_FREE)
@@ -243,16 +258,43 @@ lq_call_attach(void)
 		SpinLockRelease(&slot->mutex);
 		if (claimed)
 			break;
+		if (!wait)
+		{
+			ConditionVariableCancelSleep();
+			return false;
+		}
+		if (give_up_at != 0)
+		{
+			int64		left_us = give_up_at - lq_clock_peek();
+
+			if (left_us <= 0)
+			{
+				ConditionVariableCancelSleep();
+				return false;
+			}
+			timeout = (long) Min(timeout, (left_us + 999) / 1000);
+		}
 
 		/* The previous session's exit is not processed yet: nudge. */
 		lq_shmem_wake_worker();
-		(void) ConditionVariableTimedSleep(&slot->freed, 1000,
+		(void) ConditionVariableTimedSleep(&slot->freed, timeout,
 										   PG_WAIT_EXTENSION);
 	}
 	ConditionVariableCancelSleep();
 
 	before_shmem_exit(lq_at_session_exit, (Datum) 0);
 	lq_attached = true;
+	return true;
+}
+
+/*
+ * lq_call_attach claims this backend's slot, waiting as long as it takes
+ * (see lq_attach).
+ */
+void
+lq_call_attach(void)
+{
+	(void) lq_attach(true, 0);
 }
 
 /*
@@ -264,6 +306,8 @@ lq_call_attach(void)
  * client.  On exit lq_at_session_exit does the rest and nobody waits.
  */
 static void lq_withdraw(int slotno, int wait_ms);
+static void lq_self_timeout(const LqRequest *req, LqResult *res,
+							const char *why);
 
 static void
 lq_call_cleanup(int code, Datum arg)
@@ -370,23 +414,43 @@ lq_withdraw(int slotno, int wait_ms)
 
 /*
  * lq_wait_idle waits until the slot is IDLE, that is until the worker has
- * confirmed an earlier cancellation.  Normally it is IDLE already.
+ * confirmed an earlier cancellation.  Normally it is IDLE already.  A wait
+ * with a limit (lq_self_limit) ends by it here too, as it would once
+ * submitted: a lock server that cannot confirm (it waits for a synchronous
+ * standby that is gone, or for its tables) must not keep the caller past
+ * the limit it asked for.  Returns false then, with the timeout in *res
+ * (lq_self_timeout); nothing was submitted.
  */
-static void
-lq_wait_idle(LqSlot *slot)
+static bool
+lq_wait_idle(LqSlot *slot, const LqRequest *req, LqResult *res)
 {
+	int64		give_up_at = lq_self_limit(req);
+
 	for (;;)
 	{
 		bool		idle;
+		long		timeout = 1000;
 
 		SpinLockAcquire(&slot->mutex);
 		idle = (slot->state == LQ_SLOT_IDLE);
 		SpinLockRelease(&slot->mutex);
 		if (idle)
-			return;
+			return true;
+		if (give_up_at != 0)
+		{
+			int64		left_us = give_up_at - lq_clock_peek();
+
+			if (left_us <= 0)
+			{
+				lq_self_timeout(req, res,
+								"before the lock server confirmed the end of this session's previous call");
+				return false;
+			}
+			timeout = (long) Min(timeout, (left_us + 999) / 1000);
+		}
 
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 1000, PG_WAIT_EXTENSION);
+						 timeout, PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
 		lq_shmem_wake_worker();
@@ -433,7 +497,7 @@ lq_wait_set(void)
  * before that grant ends, and the lock server drains the ring in order
  * before it decides any end, so it is left in the ring without waking the
  * lock server, which takes it with its next wake-up (usually the holder's
- * release).  Returns true then.  A hint read before a grant ended but
+ * release).  *lazy_out says so.  A hint read before a grant ended but
  * acted on after the lock server last looked at the ring is caught by
  * reading it again after the push (below), and by the lock server, which
  * looks at the ring once more before it sleeps after dropping a hint
@@ -441,9 +505,12 @@ lq_wait_set(void)
  * (lq_shmem_settle_arrivals), and lq_await wakes it itself when half of the
  * wait limit is left, and after LQ_LAZY_ARRIVAL_MS as a safety net.  A
  * lockq_get whose wait ends within LQ_LAZY_MIN_WAIT_US is never lazy.
+ * Returns false, having submitted nothing, when the wait's limit passed
+ * while the slot was still busy (lq_wait_idle; *res is the timeout).
  */
 static bool
-lq_submit(LqSlot *slot, int slotno, LqRequest *req)
+lq_submit(LqSlot *slot, int slotno, LqRequest *req, LqResult *res,
+		  bool *lazy_out)
 {
 	bool		lazy;
 
@@ -455,7 +522,8 @@ lq_submit(LqSlot *slot, int slotno, LqRequest *req)
 							req->admin || lq_call_is_admin(req->role));
 		lq_policy_limits(req->role, req);
 	}
-	lq_wait_idle(slot);
+	if (!lq_wait_idle(slot, req, res))
+		return false;
 
 	SpinLockAcquire(&slot->mutex);
 	slot->req = *req;
@@ -492,7 +560,8 @@ lq_submit(LqSlot *slot, int slotno, LqRequest *req)
 	}
 	if (!lazy)
 		lq_shmem_wake_worker();
-	return lazy;
+	*lazy_out = lazy;
+	return true;
 }
 
 /*
@@ -509,9 +578,6 @@ lq_submit(LqSlot *slot, int slotno, LqRequest *req)
 static bool
 lq_give_up(LqSlot *slot, const LqRequest *req, LqResult *res)
 {
-	int64		waited_us = 0;
-	int			pid;
-
 	SpinLockAcquire(&slot->mutex);
 	if (slot->state == LQ_SLOT_DONE)
 	{
@@ -521,6 +587,21 @@ lq_give_up(LqSlot *slot, const LqRequest *req, LqResult *res)
 	slot->cancel_requested = true;
 	SpinLockRelease(&slot->mutex);
 	lq_withdraw(lq_call_slotno(), LQ_SELF_TIMEOUT_ACK_MS);
+	lq_self_timeout(req, res, "without an answer from the lock server");
+	return true;
+}
+
+/*
+ * lq_self_timeout makes *res the timeout of req's wait that this backend
+ * decided itself: why the lock server could not answer (LQ_ERR_SERVER_*,
+ * lq_server_stuck), or what it was doing; and the server log says so, with
+ * how the wait ended (why).
+ */
+static void
+lq_self_timeout(const LqRequest *req, LqResult *res, const char *why)
+{
+	int64		waited_us = 0;
+	int			pid;
 
 	memset(res, 0, sizeof(LqResult));
 	res->status = LQ_ST_TIMEOUT;
@@ -542,9 +623,8 @@ lq_give_up(LqSlot *slot, const LqRequest *req, LqResult *res)
 		res->error = LQ_ERR_SERVER_BUSY;
 	}
 	ereport(LOG,
-			(errmsg("lockq wait for lock \"%s\" ended at its limit without an answer from the lock server", req->lock_id),
+			(errmsg("lockq wait for lock \"%s\" ended at its limit %s", req->lock_id, why),
 			 lq_call_timeout_detail(res)));
-	return true;
 }
 
 /*
@@ -623,8 +703,7 @@ lq_await(LqSlot *slot, const LqRequest *req, bool lazy)
 	int64		give_up_at = 0;
 
 	/* a wait with a limit ends by it, whatever the lock server does */
-	if (req->deadline != 0 && (req->op == LQ_OP_GET || req->op == LQ_OP_AWAIT))
-		give_up_at = req->deadline + LQ_SELF_TIMEOUT_GRACE_US;
+	give_up_at = lq_self_limit(req);
 
 	if (lazy)
 	{
@@ -739,7 +818,13 @@ lq_call(LqRequest *req)
 	LqResult	res;
 	bool		lazy;
 
-	lq_call_attach();
+	/* a wait with a limit ends by it, also while the slot is not ours yet */
+	if (!lq_attach(true, lq_self_limit(req)))
+	{
+		lq_self_timeout(req, &res,
+						"before the lock server freed its request slot from an ended session with the same BackendId");
+		return res;
+	}
 	slotno = lq_call_slotno();
 	slot = &lq_slots[slotno];
 
@@ -748,13 +833,15 @@ lq_call(LqRequest *req)
 	lq_my_claim = lq_fastpath_claim(req->lock_id);
 	PG_TRY();
 	{
-		lazy = lq_submit(slot, slotno, req);
-		PG_ENSURE_ERROR_CLEANUP(lq_call_cleanup, Int32GetDatum(slotno));
+		if (lq_submit(slot, slotno, req, &res, &lazy))
 		{
-			LQ_FAULT("call-after-submit");
-			res = lq_await(slot, req, lazy);
+			PG_ENSURE_ERROR_CLEANUP(lq_call_cleanup, Int32GetDatum(slotno));
+			{
+				LQ_FAULT("call-after-submit");
+				res = lq_await(slot, req, lazy);
+			}
+			PG_END_ENSURE_ERROR_CLEANUP(lq_call_cleanup, Int32GetDatum(slotno));
 		}
-		PG_END_ENSURE_ERROR_CLEANUP(lq_call_cleanup, Int32GetDatum(slotno));
 	}
 	PG_FINALLY();
 	{
@@ -1061,7 +1148,9 @@ lq_call_quick_release_leased(const LqRequest *req)
 	int			slotno;
 	int64		token;
 
-	lq_call_attach();
+	/* a slot not ours yet: the normal path waits for it */
+	if (!lq_attach(false, 0))
+		return false;
 	slotno = lq_call_slotno();
 	if (!lq_quick_room(&lq_slots[slotno]))
 		return false;
@@ -1090,7 +1179,9 @@ lq_call_take_fast(LqRequest *req, LqResult *res)
 	Oid			role = GetUserId();
 	int64		token;
 
-	lq_call_attach();
+	/* a slot not ours yet: the normal path waits for it, within its limit */
+	if (!lq_attach(false, 0))
+		return false;
 	if (lq_my_grants != NULL &&
 		hash_search(lq_my_grants, req->lock_id, HASH_FIND, NULL) != NULL)
 		return false;

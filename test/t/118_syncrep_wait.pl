@@ -8,7 +8,10 @@
 #     the restarted one waits for the standby before it answers anyone.
 #   - A fast shutdown does not hang on the wait.
 #   - Meanwhile callers' limits hold: a lockq_get with a timeout and a call
-#     under statement_timeout return at them, and the server log says why.
+#     under statement_timeout return at them, and the server log says why;
+#     so does a lockq_get with a timeout in a session whose previous call
+#     the lock server has not confirmed the end of, and in a new session
+#     whose BackendId's slot an ended session still holds.
 #
 # Copyright (c) 2026, lockq developers
 # This file is part of lockq, released under the PostgreSQL License
@@ -45,6 +48,11 @@ sub durable_wait
 }
 
 # --- cancel, then terminate, while the lock server waits -----------------------
+# u: a session that has its request slot (below: a call of its own that ends
+# unconfirmed)
+my $u = $primary->background_psql('postgres', on_error_stop => 0);
+my $tu = $u->query_safe(q{SELECT lockq_try('u0', 'owner-u', '1 hour')});
+is($u->query_safe(qq{SELECT lockq_release('u0', 'owner-u', $tu)}), 't', 'u takes and releases a lock');
 $standby->stop;
 my $a = start_waiter($primary, 'a',
 	q{SELECT 'token:' || lockq_try('x', 'owner-a', '1 hour');});
@@ -88,6 +96,47 @@ unlike($a->{stdout}, qr/token:/, 'and a has no answer');
 		'the server log says so');
 	ok($primary->log_contains('for its last batch to be flushed to WAL and to the synchronous standbys', $log_offset),
 		'and why');
+
+	# A session whose call ended so, unconfirmed, keeps its request slot
+	# busy until the lock server confirms; its next wait with a limit must
+	# still end by that limit.
+	$u->query("SET statement_timeout = '1s'");
+	$u->query("SELECT lockq_try('z3', 'owner-u', '1 hour')");
+	like($u->{stderr}, qr/statement timeout/, 'a session\'s lockq_try ends at statement_timeout');
+	$u->query("SET statement_timeout = '20s'");
+	$t0 = time;
+	$u->query("SELECT lockq_get('z4', 'owner-u', '1 hour', timeout => '2 s')");
+	$took = time - $t0;
+	like($u->{stderr}, qr/could not obtain lock "z4" within the timeout/,
+		'its next lockq_get with a timeout gets 55P03');
+	cmp_ok($took, '<', 4, "at its timeout, without the confirmation (2 s: ${took}s)");
+	ok($primary->log_contains(
+			'lockq wait for lock "z4" ended at its limit before the lock server confirmed the end of this session\'s previous call',
+			$log_offset),
+		'the server log says why');
+	$u->quit;
+
+	# So does a new session's first call, when the session it got its
+	# BackendId from (the lowest free one) ended unconfirmed: until the lock
+	# server frees that session's slot, it cannot send anything.  Sessions
+	# follow each other until one meets such a slot; each ends at its limit.
+	my $met = 0;
+	for my $i (1 .. 5)
+	{
+		$t0 = time;
+		($rc, $out, $err) = $primary->psql('postgres',
+			qq{SET statement_timeout = '20s'; SELECT pg_backend_pid(); SELECT lockq_get('z5', 'owner-$i', '1 hour', timeout => '2 s')});
+		$took = time - $t0;
+		like($err, qr/could not obtain lock "z5" within the timeout/,
+			"session $i: a lockq_get with a timeout gets 55P03");
+		cmp_ok($took, '<', 4, "session $i: at its timeout (2 s: ${took}s)");
+		ok($out =~ /^\d+$/ && wait_for_exit($out), "session $i has exited");
+		$met = $primary->log_contains(
+			'lockq wait for lock "z5" ended at its limit before the lock server freed its request slot from an ended session with the same BackendId',
+			$log_offset);
+		last if $met;
+	}
+	ok($met, 'a session met the slot of an ended session, and its wait ended at its limit');
 }
 is(scalar_query($primary, "SELECT pg_terminate_backend($w)"), 't',
 	'the lock server is sent a terminate');
