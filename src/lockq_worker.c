@@ -126,7 +126,10 @@ static TimestampTz lq_blocked_logged = 0;
  * lockq.table_lock_timeout.  The first batch that can lock the tables
  * applies them, in order, before anything else (lq_apply_gone), and they
  * are forgotten when it is published; applied again after a failed batch
- * and the rebuild of the state, they find nothing left to do.
+ * and the rebuild of the state, they find nothing left to do.  A lock
+ * server that exits first loses them; the next one, loading its state,
+ * ends the grants of sessions that are gone and those marked released (see
+ * lq_postpone_gone), and leaves an unread grant with an owner to it.
  */
 typedef struct LqGone
 {
@@ -250,9 +253,23 @@ lq_postpone_gone(int slotno, const LqSlotView *v, bool undo, int64 now)
 	{
 		lq_rules_session_end_waits(slotno, now);
 		lq_outbox_free(slotno, v->reqid);
+		return;
 	}
-	else
-		lq_outbox_ack(slotno, v->reqid);
+
+	/*
+	 * A session-bound grant its live session never read is marked released
+	 * in shared memory as well, as a quick release is: lockq_holds answers
+	 * false from now on, and should this lock server exit before it can
+	 * apply the undo, the next one ends the grant when it loads its state,
+	 * where otherwise it would keep it for a session that does not know it
+	 * holds it.  (An unread grant with an owner stays with its owner, whose
+	 * client finds it; it is only shortened, lq_rules_unpicked_grant.)
+	 */
+	if (undo && v->req.session_owner && v->res.status == LQ_ST_GRANTED &&
+		v->res.fresh_grant)
+		(void) lq_session_mark_released(v->req.lock_id, v->res.token, v->pid,
+										v->start, now);
+	lq_outbox_ack(slotno, v->reqid);
 }
 
 /*
@@ -1065,6 +1082,10 @@ lq_recover(void)
 		lq_fail_all(&res, false,
 					edata->sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE ?
 					(int64) lockq_table_lock_timeout * 1000 : 0);
+		/* a table lock: the first batch after it says it is over */
+		if (edata->sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE &&
+			lq_blocked_logged == 0)
+			lq_blocked_logged = GetCurrentTimestamp();
 		FreeErrorData(edata);
 		return false;
 	}

@@ -36,7 +36,8 @@ use Time::HiRes qw(time);
 use LockqTest;
 
 use Exporter 'import';
-our @EXPORT = qw(agent_clients start_agent tell_agent agent_says end_agent cli_last_work);
+our @EXPORT = qw(agent_clients start_agent tell_agent agent_says end_agent cli_last_work
+  cli_wait_work);
 
 my %clients;
 
@@ -174,6 +175,22 @@ sub cli_last_work
 	close $f;
 	chomp(my $last = $l[-1] // '0');
 	return $last;
+}
+
+# cli_wait_work(lock): polls until the CLI agent's command has done work
+# under lock (it reports "acquired" before its first line); false if not
+# within the default timeout
+sub cli_wait_work
+{
+	my ($lock) = @_;
+	my $timeout = IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default);
+	$timeout->start;
+	until (cli_last_work($lock) > 0)
+	{
+		return 0 if $timeout->is_expired;
+		select(undef, undef, undef, 0.01);
+	}
+	return 1;
 }
 
 sub end_agent

@@ -49,9 +49,10 @@ ok($gone->query_safe("SELECT lockq_try('gone')") > 0, 'a session takes a session
 my $gone_pid = $gone->query_safe('SELECT pg_backend_pid()');
 fault_functions($node);
 $node->safe_psql('postgres', "SELECT lockq_fault_arm('call-after-submit', 'wait')");
-my $undo = start_waiter($node, 'undo', "SELECT lockq_try('undo1', 'o3', '1 minute');");
-ok(fault_fired($node, 'call-after-submit'), 'a call stalls after it sent its request');
-ok(wait_for_holder($node, 'undo1', 'o3'), 'which the lock server grants');
+my $undo = start_waiter($node, 'undo', "SELECT lockq_try('undo1');");
+ok(fault_fired($node, 'call-after-submit'), 'a session-bound call stalls after it sent its request');
+ok($node->poll_query_until('postgres', "SELECT count(*) = 1 FROM lockq_locks WHERE lock_id = 'undo1'"),
+	'which the lock server grants');
 my $undo_pid = backend_pid($node, 'undo');
 
 # --- LOCK TABLE lockq.owners ------------------------------------------------
@@ -115,14 +116,27 @@ like(waiter_result($undo, qr/(ERROR:.*could not lock its tables.*)/), qr/could n
 	'the session\'s next call gets the same error as any other');
 cmp_ok(time() - $start, '<', 8, 'in bounded time');
 
+# The lock server exits before it can hand the grant back: the next one must
+# still end it, though its session lives on and never read it.
+my $wpid = worker_pid($node);
+is($node->safe_psql('postgres', "SELECT pg_terminate_backend($wpid)"), 't',
+	'the lock server is terminated while the tables are locked');
+ok($node->poll_query_until('postgres',
+		"SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'lockq lock server' AND pid <> $wpid"),
+	'and a new one starts');
+
 $locker->query_safe('COMMIT');
+my $unlocked = time();
 ok($node->poll_query_until('postgres',
 		"SELECT count(*) = 0 FROM lockq_locks WHERE lock_id = 'held'"),
 	'once the table lock is released, the lease expires');
 ok($node->poll_query_until('postgres',
 		"SELECT count(*) = 0 FROM lockq_locks WHERE lock_id IN ('gone', 'undo1')"),
 	'the ended session\'s grant ends, and the cancelled call\'s is handed back');
-ok($node->log_contains(qr/lockq lock server can lock its tables again/, $offset),
+# (a session-bound lease that nobody renews would end only after 30 s)
+cmp_ok(time() - $unlocked, '<', 10, 'at once, not when their leases run out');
+ok(!$node->log_contains('two grants'), 'never two grants');
+ok($node->wait_for_log(qr/lockq lock server can lock its tables again/, $offset),
 	'and the log says the lock server works again');
 ok( $node->poll_query_until('postgres',
 		q{SELECT state || ': ' || query FROM pg_stat_activity WHERE backend_type = 'lockq lock server'},

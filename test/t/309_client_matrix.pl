@@ -145,6 +145,8 @@ for my $client (sort keys %clients)
 		my $acq = agent_says($a, qr/^acquired (\d+) (\d+)$/m, 30);
 		ok($acq, "$row: A holds (ttl 3 s)");
 		my $apid = $acq ? $acq->[1] : 0;
+		# the fault must meet the command at work, for (a) to mean anything
+		ok(cli_wait_work($lock), "$row: A's command works under the lease") if $client eq 'cli';
 		# every backend of the client: one connection, or (Go) its pool's
 		# and its listener's
 		my @backends = $fault eq 'stop_backend' ? split(/\n/, scalar_query($node,
