@@ -145,17 +145,38 @@ ok( $node->poll_query_until('postgres',
 ok(scalar_query($node, "SELECT lockq_try('free1')") > 0, 'requests are served again');
 
 # --- an open DROP EXTENSION ---------------------------------------------------
+# Again a call stalls after its answer, this one with an owner; it is
+# cancelled while the drop is open, and this lock server, which noted the
+# grant to hand back, does so once the drop is rolled back.
+$node->safe_psql('postgres',
+	"SELECT lockq_fault_disarm('call-after-submit'); SELECT lockq_fault_arm('call-after-submit', 'wait')");
+my $undo_l = start_waiter($node, 'undo-l', "SELECT lockq_try('undo3', 'o4', '1 minute');");
+ok(fault_fired($node, 'call-after-submit'), 'a call with an owner stalls after it sent its request');
+ok(wait_for_holder($node, 'undo3', 'o4'), 'which the lock server grants');
+my $undo_l_pid = backend_pid($node, 'undo-l');
+
 $locker->query_safe('BEGIN; DROP EXTENSION lockq');
 ($secs, $out, $err) = timed("SELECT lockq_try('free3', 'o')");
 like($err, qr/could not lock its tables/, 'an open DROP EXTENSION gives the same error');
 cmp_ok($secs, '<', 8, 'in bounded time');
+$start = time();
+is($node->safe_psql('postgres', "SELECT pg_cancel_backend($undo_l_pid)"), 't',
+	'the stalled call is cancelled while the drop is open');
+like(waiter_result($undo_l, qr/(ERROR:.*)/), qr/canceling statement due to user request/,
+	'the cancel returns');
+cmp_ok(time() - $start, '<', 5, 'at once');
 $locker->query_safe('ROLLBACK');
+$unlocked = time();
 ok($node->poll_query_until('postgres', "SELECT lockq_try('free3', 'o') IS NOT NULL"),
 	'after its rollback the service resumes');
+ok($node->poll_query_until('postgres', "SELECT count(*) = 0 FROM lockq_locks WHERE lock_id = 'undo3'"),
+	'and the grant the cancelled call never read is handed back');
+cmp_ok(time() - $unlocked, '<', 10, 'at once, not when its lease of 1 minute runs out');
 
 $locker->quit;
 $w->quit;
 $c->quit;
 end_session($undo);
+end_session($undo_l);
 $node->stop;
 done_testing();
