@@ -487,13 +487,23 @@ lq_spin_cpus(void)
 {
 	cpu_set_t	cpus;
 	int			n;
+	int			limit = lq_cgroup_cpus();
 
 	if (sched_getaffinity(0, sizeof(cpus), &cpus) == 0)
 		n = CPU_COUNT(&cpus);
 	else
 		n = (int) sysconf(_SC_NPROCESSORS_ONLN);
-	n = Min(n, lq_cgroup_cpus());
-	return Max(n, 1);
+	n = Max(n, 1);
+	/* a cap the CPUs one sees do not show: the log says so */
+	if (limit < n)
+	{
+		n = Max(limit, 1);
+		ereport(LOG,
+				(errmsg_plural("lockq: at most %d process spins for lockq at once, the whole CPUs of the server's cgroup CPU limit",
+							   "lockq: at most %d processes spin for lockq at once, the whole CPUs of the server's cgroup CPU limit",
+							   n, n)));
+	}
+	return n;
 }
 
 /*
