@@ -85,6 +85,26 @@ lq_self_limit(const LqRequest *req)
 	return 0;
 }
 
+/*
+ * lq_before_limit: is give_up_at (lockq time; 0: no limit) still ahead?  If
+ * so, *timeout_ms (-1: none) is cut to what is left of it, for a sleep.
+ */
+static bool
+lq_before_limit(int64 give_up_at, long *timeout_ms)
+{
+	int64		left_us;
+	long		left_ms;
+
+	if (give_up_at == 0)
+		return true;
+	left_us = give_up_at - lq_clock_peek();
+	if (left_us <= 0)
+		return false;
+	left_ms = (long) Min((left_us + 999) / 1000, LONG_MAX);
+	*timeout_ms = *timeout_ms < 0 ? left_ms : Min(*timeout_ms, left_ms);
+	return true;
+}
+
 /* Per-backend state. */
 static int	lq_db_checked = 0;	/* 0 unknown, 1 right database, -1 wrong */
 static bool lq_attached = false;
@@ -258,21 +278,10 @@ lq_attach(bool wait, int64 give_up_at)
 		SpinLockRelease(&slot->mutex);
 		if (claimed)
 			break;
-		if (!wait)
+		if (!wait || !lq_before_limit(give_up_at, &timeout))
 		{
 			ConditionVariableCancelSleep();
 			return false;
-		}
-		if (give_up_at != 0)
-		{
-			int64		left_us = give_up_at - lq_clock_peek();
-
-			if (left_us <= 0)
-			{
-				ConditionVariableCancelSleep();
-				return false;
-			}
-			timeout = (long) Min(timeout, (left_us + 999) / 1000);
 		}
 
 		/* The previous session's exit is not processed yet: nudge. */
@@ -436,17 +445,11 @@ lq_wait_idle(LqSlot *slot, const LqRequest *req, LqResult *res)
 		SpinLockRelease(&slot->mutex);
 		if (idle)
 			return true;
-		if (give_up_at != 0)
+		if (!lq_before_limit(give_up_at, &timeout))
 		{
-			int64		left_us = give_up_at - lq_clock_peek();
-
-			if (left_us <= 0)
-			{
-				lq_self_timeout(req, res,
-								"before the lock server confirmed the end of this session's previous call");
-				return false;
-			}
-			timeout = (long) Min(timeout, (left_us + 999) / 1000);
+			lq_self_timeout(req, res,
+							"before the lock server confirmed the end of this session's previous call");
+			return false;
 		}
 
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
@@ -749,20 +752,11 @@ lq_await(LqSlot *slot, const LqRequest *req, bool lazy)
 			else
 				timeout = left;
 		}
-		if (!done && give_up_at != 0)
+		if (!done && !lq_before_limit(give_up_at, &timeout))
 		{
-			int64		left_us = give_up_at - lq_clock_peek();
-
-			if (left_us <= 0 && lq_give_up(slot, req, &res))
+			if (lq_give_up(slot, req, &res))
 				break;
-			if (left_us > 0)
-			{
-				long		left_ms = (long) Min((left_us + 999) / 1000, LONG_MAX);
-
-				timeout = timeout < 0 ? left_ms : Min(timeout, left_ms);
-			}
-			else
-				continue;		/* answered meanwhile: read it */
+			continue;			/* answered meanwhile: read it */
 		}
 		if (done)
 		{

@@ -225,6 +225,20 @@ typedef struct LqSlotView
 } LqSlotView;
 
 /*
+ * lq_undo_unread hands back what an answer its backend never read brought:
+ * a fresh grant is undone; a lockq_await's or an enqueue's grant, which
+ * stays with its owner, gets a short lease (lq_rules_unpicked_grant).
+ * Needs the tables; doing it again finds nothing.
+ */
+static void
+lq_undo_unread(const LqRequest *req, const LqResult *res, int64 now)
+{
+	lq_rules_undo_grant(req, res, now);
+	if (req->op == LQ_OP_AWAIT || req->op == LQ_OP_ENQUEUE)
+		lq_rules_unpicked_grant(req, res, now);
+}
+
+/*
  * lq_postpone_gone handles, while lockq's tables are locked, a slot whose
  * backend gave up on an answer that brought a grant (undo), or whose
  * session ended holding session-bound grants: both need the tables, which
@@ -286,11 +300,7 @@ lq_apply_gone(int64 now)
 		LqGone	   *g = lfirst(lc);
 
 		if (g->undo)
-		{
-			lq_rules_undo_grant(&g->req, &g->res, now);
-			if (g->req.op == LQ_OP_AWAIT || g->req.op == LQ_OP_ENQUEUE)
-				lq_rules_unpicked_grant(&g->req, &g->res, now);
-		}
+			lq_undo_unread(&g->req, &g->res, now);
 		if (g->ended)
 			lq_rules_session_end_grants(g->slotno, g->pid, g->start, now);
 	}
@@ -319,12 +329,8 @@ lq_handle_gave_up(int slotno, const LqSlotView *v, int64 now)
 	{
 		if (v->state == LQ_SLOT_ACTIVE)
 			lq_rules_cancel_wait(slotno, v->reqid, now);
-		else if (v->state == LQ_SLOT_DONE)
-		{
-			lq_rules_undo_grant(&v->req, &v->res, now);
-			if (v->req.op == LQ_OP_AWAIT || v->req.op == LQ_OP_ENQUEUE)
-				lq_rules_unpicked_grant(&v->req, &v->res, now);
-		}
+		else if (undo)
+			lq_undo_unread(&v->req, &v->res, now);
 	}
 	if (v->ended)
 	{

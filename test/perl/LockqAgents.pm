@@ -183,14 +183,7 @@ sub cli_last_work
 sub cli_wait_work
 {
 	my ($lock) = @_;
-	my $timeout = IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default);
-	$timeout->start;
-	until (cli_last_work($lock) > 0)
-	{
-		return 0 if $timeout->is_expired;
-		select(undef, undef, undef, 0.01);
-	}
-	return 1;
+	return poll_until(sub { cli_last_work($lock) > 0 });
 }
 
 sub end_agent

@@ -28,7 +28,7 @@ our @EXPORT = qw(lockq_node start_waiter waiter_result wait_for_waiters
   wait_for_holder worker_pid scalar_query crash_restart end_session
   require_tool fault_functions fault_fired wait_for_worker queue_of
   backend_pid create_churn node_client go_client go_run start_pgbouncer
-  wait_for_exit);
+  poll_until wait_for_exit);
 
 # require_tool(ok, what) skips the whole test file when a tool it needs is
 # missing (ok false), with what as the reason; but under make test
@@ -157,20 +157,29 @@ sub wait_for_holder
 	);
 }
 
+# poll_until(cond) calls cond every 50 ms until it returns true, or the
+# default timeout passes; returns whether it did.  For a condition outside
+# the database (a process, a file); inside, poll_query_until.
+sub poll_until
+{
+	my ($cond) = @_;
+	my $timeout = IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default);
+	$timeout->start;
+	until ($cond->())
+	{
+		return 0 if $timeout->is_expired;
+		select(undef, undef, undef, 0.05);
+	}
+	return 1;
+}
+
 # wait_for_exit(pid) polls until process pid is gone, zombie included (the
 # postmaster has reaped it, so its PGPROC and BackendId are free); false if
 # it is still there after the default timeout.
 sub wait_for_exit
 {
 	my ($pid) = @_;
-	my $timeout = IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default);
-	$timeout->start;
-	while (-e "/proc/$pid")
-	{
-		return 0 if $timeout->is_expired;
-		select(undef, undef, undef, 0.05);
-	}
-	return 1;
+	return poll_until(sub { !-e "/proc/$pid" });
 }
 
 # crash_restart(node) kills the postmaster with SIGKILL and starts the node
@@ -184,13 +193,7 @@ sub crash_restart
 	my $pid = $node->{_pid};
 	my $pgdata = $node->data_dir;
 	$node->kill9;
-	my $timeout = IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default);
-	$timeout->start;
-	while (!$timeout->is_expired)
-	{
-		last unless -e "/proc/$pid" || _has_children_of($pgdata);
-		select(undef, undef, undef, 0.05);
-	}
+	poll_until(sub { !(-e "/proc/$pid" || _has_children_of($pgdata)) });
 	die "postmaster $pid did not go away" if -e "/proc/$pid";
 	$node->start;
 	return;

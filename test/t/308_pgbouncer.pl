@@ -89,20 +89,6 @@ sub admin
 	return @rows;
 }
 
-# poll_until(sub) calls sub every 100 ms until it returns true; false
-# after the default timeout.
-sub poll_until
-{
-	my ($cond) = @_;
-	my $t = time();
-	while (time() - $t < $timeout)
-	{
-		return 1 if $cond->();
-		select(undef, undef, undef, 0.1);
-	}
-	return 0;
-}
-
 sub pool
 {
 	my ($db) = @_;
