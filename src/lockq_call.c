@@ -128,6 +128,16 @@ lq_call_slotno(void)
 	return MyBackendId - 1;
 }
 
+/*
+ * lq_wake_server wakes the lock server that this backend's requests go to
+ * (lq_shmem_server_of).
+ */
+static void
+lq_wake_server(void)
+{
+	lq_shmem_wake_server(lq_shmem_server_of(lq_call_slotno()));
+}
+
 
 /*
  * lq_call_is_admin: may role act for owners of other roles (release, renew or
@@ -238,7 +248,7 @@ lq_at_session_exit(int code, Datum arg)
 	SpinLockRelease(&slot->mutex);
 
 	lq_shmem_ring_push(lq_entry_request(slotno));
-	lq_shmem_wake_worker();
+	lq_wake_server();
 }
 
 /*
@@ -285,7 +295,7 @@ lq_attach(bool wait, int64 give_up_at)
 		}
 
 		/* The previous session's exit is not processed yet: nudge. */
-		lq_shmem_wake_worker();
+		lq_wake_server();
 		(void) ConditionVariableTimedSleep(&slot->freed, timeout,
 										   PG_WAIT_EXTENSION);
 	}
@@ -350,9 +360,10 @@ lq_call_cleanup(int code, Datum arg)
 static LqError
 lq_server_stuck(int64 *waited_us)
 {
-	uint64		since = pg_atomic_read_u64(&lq_shared->durable_wait_since);
+	LqServer   *sv = lq_shmem_server_of(lq_call_slotno());
+	uint64		since = pg_atomic_read_u64(&sv->durable_wait_since);
 
-	if (lq_shared->worker_pid == 0)
+	if (sv->worker_pid == 0)
 		return LQ_ERR_SERVER_NOT_RUNNING;
 	*waited_us = since == 0 ? 0 : lq_clock_peek() - (int64) since;
 	if (*waited_us <= LQ_STUCK_FLUSH_US)
@@ -391,7 +402,7 @@ lq_withdraw(int slotno, int wait_ms)
 	int			waited = 0;
 
 	lq_shmem_ring_push(lq_entry_request(slotno));
-	lq_shmem_wake_worker();
+	lq_wake_server();
 
 	while (waited < wait_ms)
 	{
@@ -456,7 +467,7 @@ lq_wait_idle(LqSlot *slot, const LqRequest *req, LqResult *res)
 						 timeout, PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
-		lq_shmem_wake_worker();
+		lq_wake_server();
 	}
 }
 
@@ -562,7 +573,7 @@ lq_submit(LqSlot *slot, int slotno, LqRequest *req, LqResult *res,
 		lazy = lq_shmem_hint_held_by_other(req->lock_id, req->owner);
 	}
 	if (!lazy)
-		lq_shmem_wake_worker();
+		lq_wake_server();
 	*lazy_out = lazy;
 	return true;
 }
@@ -608,7 +619,7 @@ lq_self_timeout(const LqRequest *req, LqResult *res, const char *why)
 
 	memset(res, 0, sizeof(LqResult));
 	res->status = LQ_ST_TIMEOUT;
-	pid = lq_shared->worker_pid;
+	pid = lq_shmem_server_of(lq_call_slotno())->worker_pid;
 	res->error = lq_server_stuck(&waited_us);
 	res->arg = waited_us;
 	if (res->error == LQ_ERR_NONE)
@@ -746,7 +757,7 @@ lq_await(LqSlot *slot, const LqRequest *req, bool lazy)
 			if (!pending || left <= 0)
 			{
 				if (pending)
-					lq_shmem_wake_worker();
+					lq_wake_server();
 				kick_at = 0;
 			}
 			else
@@ -761,7 +772,7 @@ lq_await(LqSlot *slot, const LqRequest *req, bool lazy)
 		if (done)
 		{
 			/* wake two of the backends answered in the same batch */
-			lq_shmem_wakes_pass(2);
+			lq_shmem_wakes_pass(lq_call_slotno(), 2);
 
 			/*
 			 * A cancel or terminate that came with the answer is
@@ -1069,7 +1080,7 @@ lq_queue_quick(int slotno, const char *lock_id, int64 token)
 	slot->nquick++;
 	SpinLockRelease(&slot->mutex);
 	lq_shmem_ring_push(lq_entry_quick(slotno));
-	lq_shmem_wake_worker();
+	lq_wake_server();
 }
 
 /*

@@ -143,5 +143,5 @@ lq_fences_end(void)
 	slot->fences_overflow = false;
 	SpinLockRelease(&slot->mutex);
 	pg_atomic_fetch_add_u64(&lq_shared->fence_gen, 1);
-	lq_shmem_wake_worker();
+	lq_shmem_wake_servers();
 }

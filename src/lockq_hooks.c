@@ -197,7 +197,7 @@ lq_let_database_go(const char *dbname)
 	if (!OidIsValid(dboid) || !pg_database_ownercheck(dboid, GetUserId()))
 		return false;
 	pg_atomic_write_u32(&lq_shared->dropping_pid, (uint32) MyProcPid);
-	while ((pid = lq_shared->worker_pid) != 0 && waited < LQ_DROPDB_WAIT_MS)
+	while ((pid = lq_shmem_server_pid()) != 0 && waited < LQ_DROPDB_WAIT_MS)
 	{
 		if (waited == 0)
 		{

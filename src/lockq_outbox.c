@@ -114,7 +114,7 @@ void
 lq_outbox_begin(void)
 {
 	lq_outbox_forget();
-	lq_batch = ++lq_shared->batch_seq;
+	lq_batch = ++lq_my_server->batch_seq;
 }
 
 /*
@@ -371,9 +371,9 @@ lq_outbox_emit_notices(void)
 void
 lq_outbox_seal(void)
 {
-	lq_shared->sealed_xid = GetTopTransactionIdIfAny();
+	lq_my_server->sealed_xid = GetTopTransactionIdIfAny();
 	pg_write_barrier();
-	lq_shared->sealed_batch = lq_batch;
+	lq_my_server->sealed_batch = lq_batch;
 }
 
 /*
@@ -497,7 +497,7 @@ lq_outbox_publish(void)
 	foreach(lc, lq_locks_dropped)
 		lq_fastpath_forget(lfirst(lc));
 	recheck = lq_publish_slots(lq_slots_touched, lq_batch);
-	lq_shared->sealed_batch = 0;
+	lq_my_server->sealed_batch = 0;
 	lq_outbox_forget();
 	return recheck;
 }
@@ -513,15 +513,15 @@ lq_outbox_discard(void)
 {
 	ListCell   *lc;
 
-	if (lq_shared->sealed_batch == lq_batch &&
-		TransactionIdIsValid(lq_shared->sealed_xid) &&
-		TransactionIdDidCommit(lq_shared->sealed_xid))
+	if (lq_my_server->sealed_batch == lq_batch &&
+		TransactionIdIsValid(lq_my_server->sealed_xid) &&
+		TransactionIdDidCommit(lq_my_server->sealed_xid))
 		return lq_outbox_publish();
 
 	foreach(lc, lq_slots_touched)
 		memset(&lq_slots[lfirst_int(lc)].staged, 0, sizeof(LqSlotStaged));
 	lq_session_resolve(0);
-	lq_shared->sealed_batch = 0;
+	lq_my_server->sealed_batch = 0;
 	lq_outbox_forget();
 	return NIL;
 }
@@ -537,8 +537,8 @@ lq_outbox_discard(void)
 void
 lq_outbox_resolve(void)
 {
-	uint64		sealed = lq_shared->sealed_batch;
-	TransactionId xid = lq_shared->sealed_xid;
+	uint64		sealed = lq_my_server->sealed_batch;
+	TransactionId xid = lq_my_server->sealed_xid;
 	bool		committed;
 	List	   *all = NIL;
 	List	   *recheck;
@@ -564,5 +564,5 @@ lq_outbox_resolve(void)
 	if (committed)
 		ereport(LOG,
 				(errmsg("lockq lock server published the last batch of its predecessor, which had committed")));
-	lq_shared->sealed_batch = 0;
+	lq_my_server->sealed_batch = 0;
 }

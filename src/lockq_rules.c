@@ -2638,14 +2638,14 @@ lq_rules_publish_gauges(void)
 	/* a delay of every lock counts once, for alerts on delayed_locks > 0 */
 	bool		all = lq_all_until > 0 && lq_all_until > lq_clock_peek();
 
-	pg_atomic_write_u64(&lq_shared->holders, (uint64) lq_nholders);
-	pg_atomic_write_u64(&lq_shared->waiters, (uint64) lq_nwaiters);
-	pg_atomic_write_u64(&lq_shared->delayed, (uint64) lq_ndelayed + (all ? 1 : 0));
-	pg_atomic_write_u64(&lq_shared->delay_max,
+	pg_atomic_write_u64(&lq_my_server->holders, (uint64) lq_nholders);
+	pg_atomic_write_u64(&lq_my_server->waiters, (uint64) lq_nwaiters);
+	pg_atomic_write_u64(&lq_my_server->delayed, (uint64) lq_ndelayed + (all ? 1 : 0));
+	pg_atomic_write_u64(&lq_my_server->delay_max,
 						(uint64) (all ? Max(lq_delay_max, lq_all_until) : lq_delay_max));
-	pg_atomic_write_u64(&lq_shared->state_bytes,
+	pg_atomic_write_u64(&lq_my_server->state_bytes,
 						(uint64) MemoryContextMemAllocated(lq_rules_cxt, true));
-	pg_atomic_write_u64(&lq_shared->longest_queue, (uint64) lq_longest);
+	pg_atomic_write_u64(&lq_my_server->longest_queue, (uint64) lq_longest);
 	/* after a lockq_stats_reset that read a longest queue older than this */
 	lq_shmem_stat_queue_length((uint64) lq_longest);
 }

@@ -7,9 +7,9 @@
  *
  * Every backend has exactly one slot (index BackendId - 1), so at most one
  * request per backend is ever in flight.  A backend fills its slot, then
- * appends the slot number to the ring under LqShared->mutex; the order of
- * the ring is the arrival order the worker serves, and so the FIFO order of
- * the lock queues.  Ring entries are only hints ("look at slot n", or for a
+ * appends the slot number to its lock server's ring under that server's
+ * mutex (LqServer); the order of the ring is the arrival order the lock
+ * server serves, and so the FIFO order of the lock queues.  Ring entries are only hints ("look at slot n", or for a
  * quick release "look at the oldest release of slot n"); the slot says what
  * to do.  If the ring is ever full the backend sets
  * ring_overflow instead, and the worker scans all slots in arrival order.
@@ -48,6 +48,12 @@
 LqShared   *lq_shared = NULL;
 LqSlot	   *lq_slots = NULL;
 
+/* The lock server's own part of shared memory; NULL in backends. */
+LqServer   *lq_my_server = NULL;
+
+/* The lock servers' parts (LqServer, each with its ring), one after another. */
+static char *lq_servers = NULL;
+
 /* The held hints (lq_hint_*), LQ_HELD_HINTS of them. */
 static LqHeldHint *lq_hints = NULL;
 
@@ -72,11 +78,22 @@ lq_ring_size(void)
 	return (4 + LQ_MAX_QUICK_RELEASES) * MaxBackends + 64;
 }
 
+/* The number of lock servers: one (doc/design/scaling.md). */
+#define LQ_NSERVERS		1
+
+/* One lock server's part, its ring included, cache-line aligned. */
+static Size
+lq_server_size(void)
+{
+	return CACHELINEALIGN(add_size(offsetof(LqServer, ring),
+								   mul_size(lq_ring_size(), sizeof(LqEntry))));
+}
+
 static Size
 lq_shared_size(void)
 {
-	return add_size(offsetof(LqShared, ring),
-					mul_size(lq_ring_size(), sizeof(LqEntry)));
+	return add_size(CACHELINEALIGN(sizeof(LqShared)),
+					mul_size(LQ_NSERVERS, lq_server_size()));
 }
 
 static Size
@@ -143,20 +160,12 @@ lq_shmem_startup(void)
 		int			i;
 
 		memset(lq_shared, 0, lq_shared_size());
-		SpinLockInit(&lq_shared->mutex);
-		SpinLockInit(&lq_shared->wake_mutex);
-		lq_shared->worker_pid = 0;
-		lq_shared->worker_procno = -1;
 		lq_shared->ring_size = lq_ring_size();
 		lq_shared->nslots = MaxBackends;
-		lq_shared->next_arrival = 1;
+		lq_shared->nservers = LQ_NSERVERS;
+		pg_atomic_init_u64(&lq_shared->next_arrival, 1);
 		pg_atomic_init_u64(&lq_shared->token_high, 0);
 		lq_shared->token_ceiling = 0;
-		pg_atomic_init_u64(&lq_shared->holders, 0);
-		pg_atomic_init_u64(&lq_shared->waiters, 0);
-		pg_atomic_init_u64(&lq_shared->delayed, 0);
-		pg_atomic_init_u64(&lq_shared->state_bytes, 0);
-		pg_atomic_init_u64(&lq_shared->delay_max, 0);
 		pg_atomic_init_u64(&lq_shared->fence_gen, 0);
 		pg_atomic_init_u32(&lq_shared->spinners, 0);
 		lq_shared->spin_cpus = lq_spin_cpus();
@@ -166,13 +175,33 @@ lq_shmem_startup(void)
 		for (i = 0; i < LQ_STAT_COUNT; i++)
 			pg_atomic_init_u64(&lq_shared->stats[i], 0);
 		pg_atomic_init_u64(&lq_shared->queue_max, 0);
-		pg_atomic_init_u64(&lq_shared->longest_queue, 0);
-		pg_atomic_init_u64(&lq_shared->ring_settled, 0);
-		pg_atomic_init_u64(&lq_shared->durable_wait_since, 0);
 		pg_atomic_init_u32(&lq_shared->dropping_pid, 0);
-		ConditionVariableInit(&lq_shared->settled_cv);
 		pg_atomic_init_u64(&lq_shared->stats_reset,
 						   (uint64) GetCurrentTimestamp());
+	}
+	lq_servers = (char *) lq_shared + CACHELINEALIGN(sizeof(LqShared));
+	if (!found_shared)
+	{
+		int			i;
+
+		for (i = 0; i < LQ_NSERVERS; i++)
+		{
+			LqServer   *sv = lq_shmem_server(i);
+
+			SpinLockInit(&sv->mutex);
+			SpinLockInit(&sv->wake_mutex);
+			sv->worker_pid = 0;
+			sv->worker_procno = -1;
+			pg_atomic_init_u64(&sv->holders, 0);
+			pg_atomic_init_u64(&sv->waiters, 0);
+			pg_atomic_init_u64(&sv->delayed, 0);
+			pg_atomic_init_u64(&sv->delay_max, 0);
+			pg_atomic_init_u64(&sv->state_bytes, 0);
+			pg_atomic_init_u64(&sv->longest_queue, 0);
+			pg_atomic_init_u64(&sv->durable_wait_since, 0);
+			pg_atomic_init_u64(&sv->ring_settled, 0);
+			ConditionVariableInit(&sv->settled_cv);
+		}
 	}
 
 	if (!found_slots)
@@ -213,53 +242,177 @@ lq_shmem_init_hooks(void)
 	shmem_startup_hook = lq_shmem_startup;
 }
 
+/*
+ * lq_shmem_server returns lock server i's part of shared memory, 0 <= i <
+ * lq_shared->nservers.
+ */
+LqServer *
+lq_shmem_server(int i)
+{
+	Assert(i >= 0 && i < lq_shared->nservers);
+	return (LqServer *) (lq_servers + (Size) i * lq_server_size());
+}
+
+/*
+ * lq_shmem_server_of returns the lock server that slot slotno's requests and
+ * quick releases go to.  There is one lock server, so it is always the
+ * first; partitioned lock servers would pick it by the request's lock id
+ * (doc/design/scaling.md).
+ */
+LqServer *
+lq_shmem_server_of(int slotno)
+{
+	Assert(slotno >= 0 && slotno < lq_shared->nslots);
+	return lq_shmem_server(0);
+}
+
+/*
+ * lq_shmem_server_attach makes the calling lock server lock server i
+ * (lq_my_server), so far only for itself.  Lock server only, once, first.
+ */
+void
+lq_shmem_server_attach(int i)
+{
+	lq_my_server = lq_shmem_server(i);
+}
+
+/*
+ * lq_shmem_server_announce records the calling lock server's identity, so
+ * that backends can wake and name it: once it is ready to serve.
+ */
+void
+lq_shmem_server_announce(void)
+{
+	LqServer   *sv = lq_my_server;
+
+	SpinLockAcquire(&sv->mutex);
+	sv->worker_pid = MyProcPid;
+	sv->worker_procno = MyProc->pgprocno;
+	SpinLockRelease(&sv->mutex);
+}
+
+/*
+ * lq_shmem_server_detach forgets the calling lock server's identity, if it
+ * is still its own, as it exits; backends answered whom nobody has woken
+ * yet are woken, and the lock server no longer counts as waiting for a
+ * flush (an exit from that wait does not come back to lq_commit).
+ */
+void
+lq_shmem_server_detach(void)
+{
+	LqServer   *sv = lq_my_server;
+
+	if (sv == NULL)
+		return;
+	SpinLockAcquire(&sv->mutex);
+	if (sv->worker_pid == MyProcPid)
+	{
+		sv->worker_pid = 0;
+		sv->worker_procno = -1;
+	}
+	SpinLockRelease(&sv->mutex);
+	lq_shmem_wakes_hand_on(NULL, 0);
+	pg_atomic_write_u64(&sv->durable_wait_since, 0);
+}
+
+/*
+ * lq_shmem_server_pid returns the process id of a running lock server, 0
+ * if none runs.  Read without a lock: a stale value is harmless where it
+ * is used (to tell whether one runs, to name or signal it).
+ */
+int
+lq_shmem_server_pid(void)
+{
+	int			i;
+
+	for (i = 0; i < lq_shared->nservers; i++)
+	{
+		int			pid = *(volatile int *) &lq_shmem_server(i)->worker_pid;
+
+		if (pid != 0)
+			return pid;
+	}
+	return 0;
+}
+
+/*
+ * lq_shmem_gauges adds up the gauges the lock servers published after
+ * their last batches; the longest queue and the latest delay are those of
+ * any.
+ */
+void
+lq_shmem_gauges(LqGauges *out)
+{
+	int			i;
+
+	memset(out, 0, sizeof(LqGauges));
+	for (i = 0; i < lq_shared->nservers; i++)
+	{
+		LqServer   *sv = lq_shmem_server(i);
+
+		out->holders += pg_atomic_read_u64(&sv->holders);
+		out->waiters += pg_atomic_read_u64(&sv->waiters);
+		out->delayed += pg_atomic_read_u64(&sv->delayed);
+		out->delay_max = Max(out->delay_max,
+							 pg_atomic_read_u64(&sv->delay_max));
+		out->state_bytes += pg_atomic_read_u64(&sv->state_bytes);
+		out->longest_queue = Max(out->longest_queue,
+								 pg_atomic_read_u64(&sv->longest_queue));
+	}
+}
+
 /* Lock server only: the ring position its last drain reached. */
 static uint64 lq_ring_drained = 0;
 
 /*
- * lq_shmem_ring_push appends an entry to the arrival ring and stamps its slot
- * with an arrival number, both under LqShared->mutex so that the ring order
- * and the arrival numbers agree (the numbers order the slots when the
- * worker has to scan them all).  The caller must already have made the
- * slot say what the worker is to do, and wakes the worker afterwards.
+ * lq_shmem_ring_push appends an entry to the arrival ring of its slot's lock
+ * server and stamps the slot with an arrival number, both under that lock
+ * server's mutex so that the ring's order and the arrival numbers agree
+ * (the numbers order the slots when the lock server has to scan them all).
+ * The caller must already have made the slot say what the lock server is
+ * to do, and wakes it afterwards.
  */
 void
 lq_shmem_ring_push(LqEntry entry)
 {
-	LqShared   *sh = lq_shared;
+	LqServer   *sv = lq_shmem_server_of(lq_entry_slot(entry));
+	int			size = lq_shared->ring_size;
 
-	SpinLockAcquire(&sh->mutex);
-	lq_slots[lq_entry_slot(entry)].arrival = sh->next_arrival++;
-	if (sh->ring_tail - sh->ring_head < (uint64) sh->ring_size)
+	SpinLockAcquire(&sv->mutex);
+	lq_slots[lq_entry_slot(entry)].arrival =
+		pg_atomic_fetch_add_u64(&lq_shared->next_arrival, 1);
+	if (sv->ring_tail - sv->ring_head < (uint64) size)
 	{
-		sh->ring[sh->ring_tail % sh->ring_size] = entry;
-		sh->ring_tail++;
+		sv->ring[sv->ring_tail % size] = entry;
+		sv->ring_tail++;
 	}
 	else
-		sh->ring_overflow = true;
-	SpinLockRelease(&sh->mutex);
+		sv->ring_overflow = true;
+	SpinLockRelease(&sv->mutex);
 }
 
 /*
- * lq_shmem_ring_drain moves up to max entries out of the ring into out[],
- * oldest first, and reports (and clears) an overflow.  Worker only.
+ * lq_shmem_ring_drain moves up to max entries out of the lock server's own
+ * ring into out[], oldest first, and reports (and clears) an overflow.
+ * Lock server only.
  */
 int
 lq_shmem_ring_drain(LqEntry *out, int max, bool *overflow)
 {
-	LqShared   *sh = lq_shared;
+	LqServer   *sv = lq_my_server;
+	int			size = lq_shared->ring_size;
 	int			n = 0;
 
-	SpinLockAcquire(&sh->mutex);
-	while (n < max && sh->ring_head < sh->ring_tail)
+	SpinLockAcquire(&sv->mutex);
+	while (n < max && sv->ring_head < sv->ring_tail)
 	{
-		out[n++] = sh->ring[sh->ring_head % sh->ring_size];
-		sh->ring_head++;
+		out[n++] = sv->ring[sv->ring_head % size];
+		sv->ring_head++;
 	}
-	*overflow = sh->ring_overflow;
-	sh->ring_overflow = false;
-	lq_ring_drained = sh->ring_head;
-	SpinLockRelease(&sh->mutex);
+	*overflow = sv->ring_overflow;
+	sv->ring_overflow = false;
+	lq_ring_drained = sv->ring_head;
+	SpinLockRelease(&sv->mutex);
 
 	return n;
 }
@@ -270,103 +423,132 @@ lq_shmem_ring_drain(LqEntry *out, int max, bool *overflow)
  * the slots, and the state's rebuild applies it before its first publish,
  * which then settles everything up to here (lq_shmem_ring_settled).  Starting
  * from 0 instead, the views waited for the ring to move (a second) until the
- * next request came.  Worker only.
+ * next request came.  Lock server only.
  */
 void
 lq_shmem_ring_adopt(void)
 {
-	SpinLockAcquire(&lq_shared->mutex);
-	lq_ring_drained = lq_shared->ring_head;
-	SpinLockRelease(&lq_shared->mutex);
+	SpinLockAcquire(&lq_my_server->mutex);
+	lq_ring_drained = lq_my_server->ring_head;
+	SpinLockRelease(&lq_my_server->mutex);
 }
 
 /*
  * lq_shmem_ring_settled says that every arrival drained so far has been
  * handled and its batch published (the lock server calls it after each
  * publish), and wakes the views waiting for that (lq_shmem_settle_arrivals).
- * Worker only.
+ * Lock server only.
  */
 void
 lq_shmem_ring_settled(void)
 {
+	LqServer   *sv = lq_my_server;
+
 	/* (it never goes back: a new lock server starts where its predecessor
 	 * drained to, lq_shmem_ring_adopt) */
-	if (pg_atomic_read_u64(&lq_shared->ring_settled) >= lq_ring_drained)
+	if (pg_atomic_read_u64(&sv->ring_settled) >= lq_ring_drained)
 		return;
-	pg_atomic_write_u64(&lq_shared->ring_settled, lq_ring_drained);
-	ConditionVariableBroadcast(&lq_shared->settled_cv);
+	pg_atomic_write_u64(&sv->ring_settled, lq_ring_drained);
+	ConditionVariableBroadcast(&sv->settled_cv);
 }
 
 /*
- * lq_shmem_settle_arrivals waits until every arrival in the ring when it was
- * called has been read and published by the lock server, waking it first:
- * a lazy arrival (lq_submit) may otherwise wait unread until the grant it
- * waits for ends, and a view must show it queued at once.  Bounded by
- * LQ_SETTLE_WAIT_MS (a lock server that is down, blocked or failing);
- * then the view shows what is published.  Interruptible.
+ * lq_shmem_settle_arrivals waits until every arrival in the rings when it
+ * was called has been read and published by its lock server, waking each
+ * first: a lazy arrival (lq_submit) may otherwise wait unread until the
+ * grant it waits for ends, and a view must show it queued at once.
+ * Bounded by LQ_SETTLE_WAIT_MS in all (a lock server that is down, blocked
+ * or failing); then the view shows what is published.  Interruptible.
  */
 void
 lq_shmem_settle_arrivals(void)
 {
-	uint64		target;
-	bool		running;
+	uint64		target[LQ_NSERVERS] = {0};
+	bool		running[LQ_NSERVERS] = {0};
 	TimestampTz end;
+	int			i;
 
-	SpinLockAcquire(&lq_shared->mutex);
-	target = lq_shared->ring_tail;
-	running = lq_shared->worker_procno >= 0;
-	SpinLockRelease(&lq_shared->mutex);
-	if (!running || pg_atomic_read_u64(&lq_shared->ring_settled) >= target)
-		return;
-
-	lq_shmem_wake_worker();
-	end = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), LQ_SETTLE_WAIT_MS);
-	ConditionVariablePrepareToSleep(&lq_shared->settled_cv);
-	while (pg_atomic_read_u64(&lq_shared->ring_settled) < target)
+	for (i = 0; i < lq_shared->nservers; i++)
 	{
-		long		left = TimestampDifferenceMilliseconds(GetCurrentTimestamp(),
-														   end);
+		LqServer   *sv = lq_shmem_server(i);
 
-		if (left <= 0)
-			break;
-		(void) ConditionVariableTimedSleep(&lq_shared->settled_cv, left,
-										   PG_WAIT_EXTENSION);
+		SpinLockAcquire(&sv->mutex);
+		target[i] = sv->ring_tail;
+		running[i] = sv->worker_procno >= 0;
+		SpinLockRelease(&sv->mutex);
+		if (running[i] && pg_atomic_read_u64(&sv->ring_settled) < target[i])
+			lq_shmem_wake_server(sv);
 	}
-	ConditionVariableCancelSleep();
+
+	end = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), LQ_SETTLE_WAIT_MS);
+	for (i = 0; i < lq_shared->nservers; i++)
+	{
+		LqServer   *sv = lq_shmem_server(i);
+
+		if (!running[i] || pg_atomic_read_u64(&sv->ring_settled) >= target[i])
+			continue;
+		ConditionVariablePrepareToSleep(&sv->settled_cv);
+		while (pg_atomic_read_u64(&sv->ring_settled) < target[i])
+		{
+			long		left = TimestampDifferenceMilliseconds(GetCurrentTimestamp(),
+															   end);
+
+			if (left <= 0)
+				break;
+			(void) ConditionVariableTimedSleep(&sv->settled_cv, left,
+											   PG_WAIT_EXTENSION);
+		}
+		ConditionVariableCancelSleep();
+	}
 }
 
 /*
- * lq_ring_pending: is anything waiting in the ring (or lost to an overflow)?
- * Taking the mutex is also the memory barrier that pairs with lq_submit's:
- * a hint changed before it is seen by an arrival that pushed after it.
+ * lq_ring_pending: is anything waiting in the lock server's own ring (or
+ * lost to an overflow)?  Taking the mutex is also the memory barrier that
+ * pairs with lq_submit's: a hint changed before it is seen by an arrival
+ * that pushed after it.  Lock server only.
  */
 static bool
 lq_ring_pending(void)
 {
+	LqServer   *sv = lq_my_server;
 	bool		pending;
 
-	SpinLockAcquire(&lq_shared->mutex);
-	pending = lq_shared->ring_head < lq_shared->ring_tail ||
-		lq_shared->ring_overflow;
-	SpinLockRelease(&lq_shared->mutex);
+	SpinLockAcquire(&sv->mutex);
+	pending = sv->ring_head < sv->ring_tail || sv->ring_overflow;
+	SpinLockRelease(&sv->mutex);
 	return pending;
 }
 
 /*
- * lq_shmem_wake_worker sets the lock server's latch, if it is running.  A
- * stale procno only causes a spurious wake-up of whoever has that PGPROC now.
+ * lq_shmem_wake_server sets lock server sv's latch, if it is running.  A
+ * stale procno only causes a spurious wake-up of whoever has that PGPROC
+ * now.
  */
 void
-lq_shmem_wake_worker(void)
+lq_shmem_wake_server(LqServer *sv)
 {
 	int			procno;
 
-	SpinLockAcquire(&lq_shared->mutex);
-	procno = lq_shared->worker_procno;
-	SpinLockRelease(&lq_shared->mutex);
+	SpinLockAcquire(&sv->mutex);
+	procno = sv->worker_procno;
+	SpinLockRelease(&sv->mutex);
 
 	if (procno >= 0)
 		SetLatch(&ProcGlobal->allProcs[procno].procLatch);
+}
+
+/*
+ * lq_shmem_wake_servers wakes every lock server that is running: for what
+ * concerns them all (a fenced transaction's end, lockq_fences.c).
+ */
+void
+lq_shmem_wake_servers(void)
+{
+	int			i;
+
+	for (i = 0; i < lq_shared->nservers; i++)
+		lq_shmem_wake_server(lq_shmem_server(i));
 }
 
 /*
@@ -566,7 +748,8 @@ lq_shmem_spin_exit(void)
 /*
  * lq_shmem_wakes_hand_on wakes the backends a batch answered (procnos, n of
  * them) with one signal of the lock server's own: the first is woken here,
- * the others are left in lq_shared->wake for the backends woken to pass on
+ * the others are left in its wake list (LqServer) for the backends woken to
+ * pass on
  * (lq_shmem_wakes_pass, two each), so that waking n backends costs the lock
  * server, whose time bounds every grant, one kill() instead of n (a third
  * of its time went there).  What the backends have not taken by the next
@@ -581,20 +764,21 @@ lq_shmem_wakes_hand_on(const int *procnos, int n)
 	int			nleft;
 	int			keep = 0;
 	int			i;
+	LqServer   *sv = lq_my_server;
 
 	/* only the lock server adds: an empty array it reads stays empty */
-	if (n == 0 && lq_shared->wake_n == 0)
+	if (n == 0 && sv->wake_n == 0)
 		return;
-	SpinLockAcquire(&lq_shared->wake_mutex);
-	nleft = lq_shared->wake_n;
-	memcpy(left, lq_shared->wake, sizeof(int) * nleft);
+	SpinLockAcquire(&sv->wake_mutex);
+	nleft = sv->wake_n;
+	memcpy(left, sv->wake, sizeof(int) * nleft);
 	if (n > 1)
 	{
 		keep = Min(n - 1, LQ_WAKE_MAX);
-		memcpy(lq_shared->wake, procnos + 1, sizeof(int) * keep);
+		memcpy(sv->wake, procnos + 1, sizeof(int) * keep);
 	}
-	lq_shared->wake_n = keep;
-	SpinLockRelease(&lq_shared->wake_mutex);
+	sv->wake_n = keep;
+	SpinLockRelease(&sv->wake_mutex);
 
 	for (i = 0; i < nleft; i++)
 		SetLatch(&ProcGlobal->allProcs[left[i]].procLatch);
@@ -606,25 +790,26 @@ lq_shmem_wakes_hand_on(const int *procnos, int n)
 
 /*
  * lq_shmem_wakes_pass wakes up to n of the backends lq_shmem_wakes_hand_on
- * left to be woken.  Nothing between taking them and setting their latches can
+ * left to be woken by the lock server that answered slot slotno.  Nothing between taking them and setting their latches can
  * fail or be interrupted, so none is lost.  A stale procno only causes a
  * spurious wake-up.
  */
 void
-lq_shmem_wakes_pass(int n)
+lq_shmem_wakes_pass(int slotno, int n)
 {
+	LqServer   *sv = lq_shmem_server_of(slotno);
 	int			take[LQ_WAKE_MAX];
 	int			k;
 	int			i;
 
-	if (lq_shared->wake_n == 0)	/* unlocked peek: a miss is harmless */
+	if (sv->wake_n == 0)	/* unlocked peek: a miss is harmless */
 		return;
 	LQ_FAULT("wakes-pass");
-	SpinLockAcquire(&lq_shared->wake_mutex);
-	k = Min(n, lq_shared->wake_n);
-	lq_shared->wake_n -= k;
-	memcpy(take, lq_shared->wake + lq_shared->wake_n, sizeof(int) * k);
-	SpinLockRelease(&lq_shared->wake_mutex);
+	SpinLockAcquire(&sv->wake_mutex);
+	k = Min(n, sv->wake_n);
+	sv->wake_n -= k;
+	memcpy(take, sv->wake + sv->wake_n, sizeof(int) * k);
+	SpinLockRelease(&sv->wake_mutex);
 	for (i = 0; i < k; i++)
 		SetLatch(&ProcGlobal->allProcs[take[i]].procLatch);
 }
@@ -938,12 +1123,13 @@ lq_shmem_stat_queue_length(uint64 n)
 void
 lq_shmem_stats_reset(void)
 {
+	LqGauges	g;
 	int			i;
 
 	for (i = 0; i < LQ_STAT_COUNT; i++)
 		pg_atomic_write_u64(&lq_shared->stats[i], 0);
-	pg_atomic_write_u64(&lq_shared->queue_max,
-						pg_atomic_read_u64(&lq_shared->longest_queue));
+	lq_shmem_gauges(&g);
+	pg_atomic_write_u64(&lq_shared->queue_max, g.longest_queue);
 	pg_atomic_write_u64(&lq_shared->stats_reset, (uint64) GetCurrentTimestamp());
 }
 

@@ -116,11 +116,12 @@ typedef struct LqSlotStaged
  * Locking:
  *	- mutex protects the fields from state to fence_tokens: the backend and
  *	  the lock server read and write them only while holding it, except
- *	  - arrival, which the backend writes under LqShared->mutex instead, in
- *		the critical section that puts the slot's entry into the arrival
- *		ring (lq_shmem_ring_push), so that arrival numbers and ring order
- *		agree; the lock server reads it without a lock, only to sort the
- *		slots it scans (lq_slots_in_flight);
+ *	  - arrival, which the backend writes under its lock server's mutex
+ *		(LqServer) instead, in the critical section that puts the slot's
+ *		entry into that lock server's arrival ring (lq_shmem_ring_push), so
+ *		that arrival numbers and the ring's order agree; the lock server
+ *		reads it without a lock, only to sort the slots it scans
+ *		(lq_slots_in_flight);
  *	  - submitted, which only the backend writes, when it submits a request
  *		(lq_submit), and then leaves alone until the slot is IDLE again:
  *		the lock server reads it without a lock while it works on that
@@ -222,19 +223,96 @@ typedef struct LqHeldHint
 #define LQ_WAKE_MAX		64
 
 /*
- * What the backends and the lock server share besides the slots.
+ * What belongs to one lock server: its arrival ring, its identity, the
+ * wake-ups it left for backends to pass on, its batches and its gauges.
+ * There is one (lq_shmem_server(0)): the layout is ready for several
+ * partitioned lock servers (doc/design/scaling.md, "More than one lock
+ * server"), which do not exist yet.
  *
  * Locking:
- *	- mutex protects the arrival ring (ring_overflow, next_arrival,
- *	  ring_head, ring_tail, ring[]) and the lock server's identity
- *	  (worker_pid, worker_procno), read and written.  Backends may also read
- *	  worker_pid without it, to tell whether a lock server runs and to name
- *	  or signal it: a stale value is harmless there.
+ *	- mutex protects the arrival ring (ring_overflow, ring_head, ring_tail,
+ *	  ring[]) and the lock server's identity (worker_pid, worker_procno),
+ *	  read and written.  Backends may also read worker_pid without it, to
+ *	  tell whether the lock server runs and to name or signal it: a stale
+ *	  value is harmless there.
  *	- wake_mutex protects wake_n and wake[]; wake_n may be peeked at
  *	  without it (lq_shmem_wakes_pass, lq_shmem_wakes_hand_on), where a
  *	  stale value only delays or repeats a wake-up.
- *	- ring_size and nslots are set when shared memory is created and never
- *	  change: read them without a lock.
+ *	- The pg_atomic_* fields need no lock: the lock server writes them, and
+ *	  backends only read them.
+ *	- batch_seq, sealed_batch and sealed_xid are the lock server's: it reads
+ *	  and writes them without a lock, and so does its successor.
+ *	- settled_cv is a condition variable, with its own locking.
+ */
+typedef struct LqServer
+{
+	slock_t		mutex;
+	int			worker_pid;
+	int			worker_procno;
+	bool		ring_overflow;	/* ring was full: worker must scan slots */
+	uint64		ring_head;		/* next entry the worker reads */
+	uint64		ring_tail;		/* next entry a backend writes */
+
+	/* Gauges the lock server publishes after every batch. */
+	pg_atomic_uint64 holders;
+	pg_atomic_uint64 waiters;
+	pg_atomic_uint64 delayed;	/* locks delayed after a restart */
+	pg_atomic_uint64 delay_max; /* the latest end of such a delay (0: none) */
+	pg_atomic_uint64 state_bytes;	/* memory the lock server's state holds */
+	pg_atomic_uint64 longest_queue; /* the longest queue now */
+	pg_atomic_uint64 durable_wait_since;	/* lockq time the lock server
+											 * began to wait for a flush
+											 * (WAL, synchronous standbys);
+											 * 0: not waiting */
+
+	/*
+	 * Backends the lock server answered and left for the backends it woke
+	 * to wake (lq_shmem_wakes_hand_on): procnos.
+	 */
+	slock_t		wake_mutex;
+	int			wake_n;
+	int			wake[LQ_WAKE_MAX];
+
+	/*
+	 * The lock server's batches (lockq_outbox.c): the number of the last
+	 * one begun, and the one whose staged outcome is complete and whose
+	 * transaction is committing or committed but not yet published (0:
+	 * none), with its transaction id.
+	 */
+	uint64		batch_seq;
+	uint64		sealed_batch;
+	TransactionId sealed_xid;
+
+	/*
+	 * The ring position up to which every arrival has been read and the
+	 * batch that read it published (lq_shmem_ring_settled), and the condition
+	 * variable broadcast when it moves: views wait on it for lazy arrivals
+	 * (lq_shmem_settle_arrivals).
+	 */
+	pg_atomic_uint64 ring_settled;
+	ConditionVariable settled_cv;
+
+	LqEntry		ring[FLEXIBLE_ARRAY_MEMBER];
+} LqServer;
+
+/* The lock servers' gauges, added up (lq_shmem_gauges). */
+typedef struct LqGauges
+{
+	uint64		holders;
+	uint64		waiters;
+	uint64		delayed;
+	uint64		delay_max;		/* the latest of any lock server */
+	uint64		state_bytes;
+	uint64		longest_queue;	/* the longest of any lock server */
+} LqGauges;
+
+/*
+ * What the backends and the lock servers share besides the slots and each
+ * lock server's own part (LqServer).
+ *
+ * Locking:
+ *	- ring_size, nslots and nservers are set when shared memory is created
+ *	  and never change: read them without a lock.
  *	- The pg_atomic_* fields need no lock.  The lock server writes them,
  *	  and backends only read them, except: token_high, which backends'
  *	  fast-path grants advance too (lq_shmem_token_take, a compare-and-swap);
@@ -243,27 +321,22 @@ typedef struct LqHeldHint
  *	  queue_max and stats_reset, which backends change too
  *	  (lq_shmem_stat_add, lockq_stats_reset).
  *	- The other plain fields (token_ceiling, grants_extoid, clock_offset,
- *	  started, start_*, batch_seq, sealed_batch, sealed_xid) are the lock
- *	  server's: it reads and writes them without a lock.  Backends read
- *	  three of them, without a lock: token_ceiling in lq_shmem_token_take
- *	  (a stale value only makes it give up sooner); clock_offset in
- *	  lq_clock_peek and lq_clock_next, only after they saw clock_ready set,
- *	  which the lock server sets after the offset, with barriers between;
- *	  and started, which the lock server sets after its first commit, in
- *	  lq_shmem_server_started, with barriers likewise.
- *	- settled_cv is a condition variable, with its own locking.
+ *	  started, start_*) are the lock server's: it reads and writes them
+ *	  without a lock.  Backends read three of them, without a lock:
+ *	  token_ceiling in lq_shmem_token_take (a stale value only makes it
+ *	  give up sooner); clock_offset in lq_clock_peek and lq_clock_next, only
+ *	  after they saw clock_ready set, which the lock server sets after the
+ *	  offset, with barriers between; and started, which the lock server sets
+ *	  after its first commit, in lq_shmem_server_started, with barriers
+ *	  likewise.
  */
 typedef struct LqShared
 {
-	slock_t		mutex;
-	int			worker_pid;
-	int			worker_procno;
-	bool		ring_overflow;	/* ring was full: worker must scan slots */
-	uint64		next_arrival;
-	uint64		ring_head;		/* next entry the worker reads */
-	uint64		ring_tail;		/* next entry a backend writes */
-	int			ring_size;
+	pg_atomic_uint64 next_arrival;	/* taken under a lock server's mutex
+									 * (lq_shmem_ring_push) */
+	int			ring_size;		/* entries in each lock server's ring */
 	int			nslots;
+	int			nservers;		/* lock servers (LqServer) */
 
 	/*
 	 * Durable promises, kept by the lock server (see lockq_durability.c): the
@@ -275,13 +348,7 @@ typedef struct LqShared
 	Oid			grants_extoid;	/* the installation the session-bound
 								 * grants (lockq_session.c) belong to */
 
-	/* Gauges the worker publishes after every batch. */
-	pg_atomic_uint64 holders;
-	pg_atomic_uint64 waiters;
-	pg_atomic_uint64 delayed;	/* locks delayed after a restart */
-	pg_atomic_uint64 state_bytes;	/* memory the lock server's state holds */
 	pg_atomic_uint64 fence_gen; /* bumped when a fenced transaction ends */
-	pg_atomic_uint64 delay_max; /* the latest end of such a delay (0: none) */
 	pg_atomic_uint32 spinners;	/* processes spinning for lockq now: the
 								 * lock server between requests, backends
 								 * for their answers (lq_shmem_spin_enter) */
@@ -289,10 +356,6 @@ typedef struct LqShared
 	pg_atomic_uint32 dropping_pid;	/* a backend dropping lockq.database:
 									 * the lock server stays out of it
 									 * (lq_let_database_go); 0: none */
-	pg_atomic_uint64 durable_wait_since;	/* lockq time the lock server
-											 * began to wait for a flush
-											 * (WAL, synchronous standbys);
-											 * 0: not waiting */
 
 	/* The clock, see lockq_clock.c. */
 	pg_atomic_uint64 clock_last;	/* last value handed out */
@@ -300,14 +363,6 @@ typedef struct LqShared
 									 * values */
 	int64		clock_offset;	/* lockq time = CLOCK_BOOTTIME + offset */
 	pg_atomic_uint32 clock_ready;	/* offset is valid */
-
-	/*
-	 * Backends the lock server answered and left for the backends it woke
-	 * to wake (lq_shmem_wakes_hand_on): procnos.
-	 */
-	slock_t		wake_mutex;
-	int			wake_n;
-	int			wake[LQ_WAKE_MAX];
 
 	/*
 	 * The lock server's start in this shared-memory lifetime (see
@@ -324,34 +379,11 @@ typedef struct LqShared
 	/*
 	 * Counters (lockq_stats), reset by lockq_stats_reset, which sets
 	 * stats_reset (a TimestampTz); queue_max is the longest queue since
-	 * then, longest_queue the longest now (a gauge, published after every
-	 * batch).
+	 * then.
 	 */
 	pg_atomic_uint64 stats[LQ_STAT_COUNT];
 	pg_atomic_uint64 queue_max;
-	pg_atomic_uint64 longest_queue;
 	pg_atomic_uint64 stats_reset;
-
-	/*
-	 * The lock server's batches (lockq_outbox.c): the number of the last
-	 * one begun, and the one whose staged outcome is complete and whose
-	 * transaction is committing or committed but not yet published (0:
-	 * none), with its transaction id.  Lock server only.
-	 */
-	uint64		batch_seq;
-	uint64		sealed_batch;
-	TransactionId sealed_xid;
-
-	/*
-	 * The ring position up to which every arrival has been read and the
-	 * batch that read it published (lq_shmem_ring_settled), and the condition
-	 * variable broadcast when it moves: views wait on it for lazy arrivals
-	 * (lq_shmem_settle_arrivals).
-	 */
-	pg_atomic_uint64 ring_settled;
-	ConditionVariable settled_cv;
-
-	LqEntry		ring[FLEXIBLE_ARRAY_MEMBER];
 } LqShared;
 
 /*
@@ -374,15 +406,24 @@ typedef struct LqShared
 
 extern LqShared *lq_shared;
 extern LqSlot *lq_slots;
+extern LqServer *lq_my_server;
 extern void lq_shmem_init_hooks(void);
+extern LqServer *lq_shmem_server(int i);
+extern LqServer *lq_shmem_server_of(int slotno);
+extern void lq_shmem_server_attach(int i);
+extern void lq_shmem_server_announce(void);
+extern void lq_shmem_server_detach(void);
+extern int	lq_shmem_server_pid(void);
+extern void lq_shmem_gauges(LqGauges *out);
 extern void lq_shmem_ring_push(LqEntry entry);
 extern int	lq_shmem_ring_drain(LqEntry *out, int max, bool *overflow);
-extern void lq_shmem_wake_worker(void);
+extern void lq_shmem_wake_servers(void);
+extern void lq_shmem_wake_server(LqServer *sv);
 extern bool lq_shmem_spin_enter(bool always);
 extern bool lq_shmem_spin_pause(instr_time start, int *polls);
 extern void lq_shmem_spin_exit(void);
 extern void lq_shmem_wakes_hand_on(const int *procnos, int n);
-extern void lq_shmem_wakes_pass(int n);
+extern void lq_shmem_wakes_pass(int slotno, int n);
 extern void lq_shmem_hint_held(const char *lock_id, const char *owner);
 extern void lq_shmem_hint_free(const char *lock_id);
 extern void lq_shmem_hint_reset(void);

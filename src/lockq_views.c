@@ -88,7 +88,7 @@ lockq_stats(PG_FUNCTION_ARGS)
 	int			i;
 	int			n = lengthof(lq_stat_columns);
 	int			pid;
-	int64		delay_max;
+	LqGauges	g;
 
 	lq_call_check_available();
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
@@ -99,33 +99,30 @@ lockq_stats(PG_FUNCTION_ARGS)
 			 (int) LQ_STATS_NCOLS, tupdesc->natts);
 
 	lq_shmem_settle_arrivals();		/* lazy arrivals are counted */
+	lq_shmem_gauges(&g);
 	memset(nulls, 0, sizeof(nulls));
 	for (i = 0; i < n; i++)
 		values[i] = Int64GetDatum((int64) pg_atomic_read_u64(&lq_shared->stats[lq_stat_columns[i]]));
 	/* with the grants backends made by themselves (lockq_fastpath.c) */
-	values[n] = Int64GetDatum((int64) (pg_atomic_read_u64(&lq_shared->holders) +
-									   lq_fastpath_count()));
-	values[n + 1] = Int64GetDatum((int64) pg_atomic_read_u64(&lq_shared->waiters));
+	values[n] = Int64GetDatum((int64) (g.holders + lq_fastpath_count()));
+	values[n + 1] = Int64GetDatum((int64) g.waiters);
 
-	SpinLockAcquire(&lq_shared->mutex);
-	pid = lq_shared->worker_pid;
-	SpinLockRelease(&lq_shared->mutex);
+	pid = lq_shmem_server_pid();
 	if (pid == 0)
 		nulls[n + 2] = true;
 	else
 		values[n + 2] = Int32GetDatum(pid);
-	delay_max = (int64) pg_atomic_read_u64(&lq_shared->delay_max);
-	if (delay_max == 0)
+	if (g.delay_max == 0)
 		nulls[n + 3] = true;
 	else
 		values[n + 3] =
-			TimestampTzGetDatum(lq_clock_us_to_timestamptz(delay_max));
-	values[n + 4] = Int64GetDatum((int64) pg_atomic_read_u64(&lq_shared->delayed));
-	values[n + 5] = Int64GetDatum((int64) pg_atomic_read_u64(&lq_shared->state_bytes));
+			TimestampTzGetDatum(lq_clock_us_to_timestamptz((int64) g.delay_max));
+	values[n + 4] = Int64GetDatum((int64) g.delayed);
+	values[n + 5] = Int64GetDatum((int64) g.state_bytes);
 	values[n + 6] = Float8GetDatum((double) pg_atomic_read_u64(&lq_shared->stats[LQ_STAT_WAIT_US]) / 1000.0);
 	values[n + 7] = Float8GetDatum((double) pg_atomic_read_u64(&lq_shared->stats[LQ_STAT_HOLD_US]) / 1000.0);
 	values[n + 8] = Int64GetDatum((int64) pg_atomic_read_u64(&lq_shared->queue_max));
-	values[n + 9] = Int64GetDatum((int64) pg_atomic_read_u64(&lq_shared->longest_queue));
+	values[n + 9] = Int64GetDatum((int64) g.longest_queue);
 	values[n + 10] = TimestampTzGetDatum((TimestampTz) pg_atomic_read_u64(&lq_shared->stats_reset));
 	values[n + 11] = Int64GetDatum((int64) pg_atomic_read_u64(&lq_shared->stats[LQ_STAT_FAILED_TRIES]));
 

@@ -177,7 +177,7 @@ lq_worker_register(void)
 	snprintf(worker.bgw_function_name, BGW_MAXLEN, "lockq_worker_main");
 	snprintf(worker.bgw_name, BGW_MAXLEN, "lockq lock server");
 	snprintf(worker.bgw_type, BGW_MAXLEN, "lockq lock server");
-	worker.bgw_main_arg = (Datum) 0;
+	worker.bgw_main_arg = Int32GetDatum(0);	/* lock server 0 (LqServer) */
 	worker.bgw_notify_pid = 0;
 	RegisterBackgroundWorker(&worker);
 }
@@ -742,7 +742,7 @@ lq_commit(bool sync)
 		/* a flush, or standbys, may take long: wake the answered first */
 		lq_shmem_wakes_hand_on(NULL, 0);
 		lq_report(STATE_RUNNING, lq_doing_flush);
-		pg_atomic_write_u64(&lq_shared->durable_wait_since,
+		pg_atomic_write_u64(&lq_my_server->durable_wait_since,
 							(uint64) lq_clock_peek());
 	}
 	PG_TRY();
@@ -754,7 +754,7 @@ lq_commit(bool sync)
 	PG_FINALLY();
 	{
 		synchronous_commit = configured;
-		pg_atomic_write_u64(&lq_shared->durable_wait_since, 0);
+		pg_atomic_write_u64(&lq_my_server->durable_wait_since, 0);
 	}
 	PG_END_TRY();
 	if (sync)
@@ -1545,17 +1545,7 @@ lq_cycle(void)
 static void
 lq_worker_detach(int code, Datum arg)
 {
-	SpinLockAcquire(&lq_shared->mutex);
-	if (lq_shared->worker_pid == MyProcPid)
-	{
-		lq_shared->worker_pid = 0;
-		lq_shared->worker_procno = -1;
-	}
-	SpinLockRelease(&lq_shared->mutex);
-	/* backends answered whom nobody has woken yet */
-	lq_shmem_wakes_hand_on(NULL, 0);
-	/* (an exit from a durable wait does not come back to lq_commit) */
-	pg_atomic_write_u64(&lq_shared->durable_wait_since, 0);
+	lq_shmem_server_detach();
 }
 
 /*
@@ -1744,6 +1734,7 @@ lq_wait_for_work(long sleep_ms)
 void
 lockq_worker_main(Datum main_arg)
 {
+	lq_shmem_server_attach(DatumGetInt32(main_arg));
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, lq_sigterm);
 
@@ -1763,10 +1754,7 @@ lockq_worker_main(Datum main_arg)
 	lq_rules_init();
 	CacheRegisterRelcacheCallback(lq_relcache_callback, (Datum) 0);
 
-	SpinLockAcquire(&lq_shared->mutex);
-	lq_shared->worker_pid = MyProcPid;
-	lq_shared->worker_procno = MyProc->pgprocno;
-	SpinLockRelease(&lq_shared->mutex);
+	lq_shmem_server_announce();
 	before_shmem_exit(lq_worker_detach, (Datum) 0);
 	lq_shmem_stat_add(LQ_STAT_WORKER_STARTS, 1);
 
