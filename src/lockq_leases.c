@@ -598,7 +598,11 @@ lq_leases_rowless(int *n)
  * those with fences left (taken while they had no row), and those sessions
  * released; it keeps the entries of the first two and removes every other.
  * An entry marked ending comes back released: whether or not that end was
- * published, ending it (again) keeps every promise.
+ * published, ending it (again) keeps every promise.  A released grant
+ * without a row and without fences is not kept: nothing holds it any more,
+ * and the batch that ended it may have committed a grant of its lock to
+ * somebody else (its successor publishes that batch, lq_outbox_resolve,
+ * but only the lock server that ran it could drop the entry).
  */
 LqLeaseGrant *
 lq_leases_reload(int *n)
@@ -613,11 +617,13 @@ lq_leases_reload(int *n)
 	hash_seq_init(&seq, lq_leases);
 	while ((e = hash_seq_search(&seq)) != NULL)
 	{
-		bool		keep = e->rowless || pg_atomic_read_u32(&e->fences) > 0;
+		bool		keep;
 
 		if (e->ending)
 			e->released = true;
 		e->ending = false;
+		keep = (e->rowless && !e->released) ||
+			pg_atomic_read_u32(&e->fences) > 0;
 		if (keep || e->released)
 		{
 			lq_lease_grant_copy(&g[*n], e);

@@ -128,7 +128,11 @@ lq_load_token_seen(int64 token)
  * the entries with fences, which stay while their grant is held.  It
  * empties the rest (batches put them back as they renew grants or make
  * new ones), and ends the grants sessions released already: their
- * releases were acknowledged (load->released).
+ * releases were acknowledged (load->released).  A released grant that had
+ * no row and has no fence is not taken back at all: its lock may already
+ * be held by the grant that the batch which ended it made, a session-bound
+ * grant loaded next (lq_load_session_grants); a free lock's waiters get it
+ * from lq_rules_hand_on_orphans.
  */
 static void
 lq_load_quick_leases(LqLoad *load)
@@ -139,11 +143,14 @@ lq_load_quick_leases(LqLoad *load)
 
 	for (i = 0; i < n; i++)
 	{
-		LqLock	   *lock = lq_rules_lock_lookup(g[i].lock_id, g[i].rowless);
+		LqLock	   *lock;
 
+		if (g[i].rowless && !g[i].kept)
+			lq_load_token_seen(g[i].token);
+		lock = lq_rules_lock_lookup(g[i].lock_id, g[i].rowless && g[i].kept);
 		if (lock == NULL)
 			continue;
-		if (g[i].rowless && !lock->held)
+		if (g[i].rowless && g[i].kept && !lock->held)
 		{
 			/* its entry is its only record: the grant comes from there */
 			LqHolder	h = {.owner = g[i].owner, .channel = NULL,

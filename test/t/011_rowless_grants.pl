@@ -8,6 +8,9 @@
 #  * lockq_holds fences it: a hand-off waits for the fenced transaction,
 #    also after a renewal that the marker no longer covers gave it its row;
 #  * a lock server that restarts with shared memory intact keeps it;
+#  * a lock server whose last batch ended it (released by its session),
+#    handed the lock on and committed, but did not publish, has a successor
+#    that loads its state with only the new grant;
 #  * its marker settles only after it got its row, and it then survives a
 #    crash as any grant of a settled lock;
 #  * a clean restart gives it its row and keeps it;
@@ -166,6 +169,52 @@ is(q1("SELECT owner FROM lockq_locks WHERE lock_id = 'R2'"), 'a', 'and is shown'
 is(q1("SELECT lockq_try('R2', 'c', '30 s') IS NULL"), 't', 'nobody else gets R2');
 is(q1("SELECT lockq_release('R2', 'a', $t2)"), 't', 'its holder releases it');
 ok(q1("SELECT lockq_try('R2', 'c', '30 s')") > $t2, 'then c gets R2');
+
+# --- released, handed on, and committed by a lock server that then exits ---
+# The lock server's last batch ends a grant without a row that its session
+# released by itself, hands the lock to a session-bound waiter and commits,
+# and the lock server exits before it publishes that batch (the torture
+# test found this: its successor, which publishes the batch, then met both
+# grants of the lock as it loaded its state, and failed to load it again and
+# again).  The first release of another lock in the same batch, which makes
+# that lock unsettled (a row, flushed), gives the batch a transaction to
+# commit.
+my $t10 = covered_grant('R10', 'a');
+is(rowless('R10'), '1', 'R10 is held without a row');
+my $x10 = q1("SELECT lockq_try('X10', 'x', '30 s')");
+is(rows('X10'), '1', 'X10 is held, with a row, for the first time');
+my $sb = start_waiter($node, 'sb', "SELECT 'sb:' || (lockq_get('R10') IS NOT NULL);");
+ok(wait_for_waiters($node, 'R10', 1), 'a session-bound waiter queues for R10');
+$pid = worker_pid($node);
+q1("SELECT lockq_fault_arm('batch-start', 'wait')");
+my $stall = start_waiter($node, 'stall', "SELECT lockq_try('nudge', 'n');");
+ok(fault_fired($node, 'batch-start'), 'the lock server is stalled');
+my $rx = start_waiter($node, 'rx', "SELECT 'rx:' || lockq_release('X10', 'x', $x10);");
+ok($node->poll_query_until('postgres',
+		"SELECT count(*) = 1 FROM pg_stat_activity WHERE application_name = 'rx' AND wait_event_type = 'Extension'"),
+	'the release of X10 waits for the lock server');
+is(q1("SELECT lockq_release('R10', 'a', $t10)"), 't', 'a releases R10, answered at once');
+# the stalled batch commits first (skipped), the next one is the releases'
+my $log_offset = -s $node->logfile;
+q1("SELECT lockq_fault_arm('batch-after-commit', 'fatal', 0, 1)");
+q1("SELECT lockq_fault_disarm('batch-start'); SELECT lockq_fault_wakeup('batch-start')");
+ok(fault_fired($node, 'batch-after-commit'), 'the lock server exits after the commit of that batch');
+q1("SELECT lockq_fault_disarm('batch-after-commit')");
+ok(wait_for_worker($node, $pid), 'its successor loads its state and runs');
+ok($node->log_contains('published the last batch of its predecessor, which had committed', $log_offset),
+	'it published the batch its predecessor had committed');
+is(waiter_result($sb, qr/sb:(\w+)/), 'true', 'the waiter has R10');
+is(waiter_result($rx, qr/rx:(\w+)/), 'true', 'x released X10');
+is(q1("SELECT count(*) FROM lockq_locks WHERE lock_id = 'R10'"), '1', 'R10 has one holder');
+is(q1("SELECT owner <> 'a' AND token > $t10 FROM lockq_locks WHERE lock_id = 'R10'"), 't',
+	"the waiter's, not a's");
+is(q1("SELECT lockq_holds('R10', $t10)"), 'f', "a's released grant holds no more");
+is(rowless('R10'), '0', 'and has no entry left');
+is(q1("SELECT lockq_try('R10', 'c', '30 s') IS NULL"), 't', 'nobody else gets R10');
+end_session($_) for ($sb, $rx, $stall);
+ok($node->poll_query_until('postgres',
+		"SELECT count(*) = 0 FROM lockq_locks WHERE lock_id = 'R10'"),
+	'R10 is free once its session ended');
 
 # --- its marker settles only after it got its row --------------------------
 my $t3 = covered_grant('R3', 'a');
