@@ -129,13 +129,20 @@ lq_call_slotno(void)
 }
 
 /*
- * lq_wake_server wakes the lock server that this backend's requests go to
+ * lq_call_server returns the lock server that this backend's requests go to
  * (lq_shmem_server_of).
  */
+static inline LqServer *
+lq_call_server(void)
+{
+	return lq_shmem_server_of(lq_call_slotno());
+}
+
+/* lq_wake_server wakes that lock server. */
 static void
 lq_wake_server(void)
 {
-	lq_shmem_wake_server(lq_shmem_server_of(lq_call_slotno()));
+	lq_shmem_wake_server(lq_call_server());
 }
 
 
@@ -360,7 +367,7 @@ lq_call_cleanup(int code, Datum arg)
 static LqError
 lq_server_stuck(int64 *waited_us)
 {
-	LqServer   *sv = lq_shmem_server_of(lq_call_slotno());
+	LqServer   *sv = lq_call_server();
 	uint64		since = pg_atomic_read_u64(&sv->durable_wait_since);
 
 	if (sv->worker_pid == 0)
@@ -619,7 +626,7 @@ lq_self_timeout(const LqRequest *req, LqResult *res, const char *why)
 
 	memset(res, 0, sizeof(LqResult));
 	res->status = LQ_ST_TIMEOUT;
-	pid = lq_shmem_server_of(lq_call_slotno())->worker_pid;
+	pid = lq_call_server()->worker_pid;
 	res->error = lq_server_stuck(&waited_us);
 	res->arg = waited_us;
 	if (res->error == LQ_ERR_NONE)

@@ -9,9 +9,9 @@
  * request per backend is ever in flight.  A backend fills its slot, then
  * appends the slot number to its lock server's ring under that server's
  * mutex (LqServer); the order of the ring is the arrival order the lock
- * server serves, and so the FIFO order of the lock queues.  Ring entries are only hints ("look at slot n", or for a
- * quick release "look at the oldest release of slot n"); the slot says what
- * to do.  If the ring is ever full the backend sets
+ * server serves, and so the FIFO order of the lock queues.  Ring entries
+ * are only hints ("look at slot n", or for a quick release "look at the
+ * oldest release of slot n"); the slot says what to do.  If the ring is ever full the backend sets
  * ring_overflow instead, and the worker scans all slots in arrival order.
  *
  * Copyright (c) 2026, lockq developers
@@ -51,8 +51,12 @@ LqSlot	   *lq_slots = NULL;
 /* The lock server's own part of shared memory; NULL in backends. */
 LqServer   *lq_my_server = NULL;
 
-/* The lock servers' parts (LqServer, each with its ring), one after another. */
+/*
+ * The lock servers' parts (LqServer, each with its ring), one after another,
+ * lq_server_stride bytes apart; both set with shared memory.
+ */
 static char *lq_servers = NULL;
+static Size lq_server_stride = 0;
 
 /* The held hints (lq_hint_*), LQ_HELD_HINTS of them. */
 static LqHeldHint *lq_hints = NULL;
@@ -147,6 +151,8 @@ lq_shmem_startup(void)
 
 	lq_shared = ShmemInitStruct("lockq shared state", lq_shared_size(),
 								&found_shared);
+	lq_servers = (char *) lq_shared + CACHELINEALIGN(sizeof(LqShared));
+	lq_server_stride = lq_server_size();
 	lq_slots = ShmemInitStruct("lockq request slots", lq_slots_size(),
 							   &found_slots);
 	lq_hints = ShmemInitStruct("lockq held hints", lq_hints_size(),
@@ -178,12 +184,6 @@ lq_shmem_startup(void)
 		pg_atomic_init_u32(&lq_shared->dropping_pid, 0);
 		pg_atomic_init_u64(&lq_shared->stats_reset,
 						   (uint64) GetCurrentTimestamp());
-	}
-	lq_servers = (char *) lq_shared + CACHELINEALIGN(sizeof(LqShared));
-	if (!found_shared)
-	{
-		int			i;
-
 		for (i = 0; i < LQ_NSERVERS; i++)
 		{
 			LqServer   *sv = lq_shmem_server(i);
@@ -250,7 +250,7 @@ LqServer *
 lq_shmem_server(int i)
 {
 	Assert(i >= 0 && i < lq_shared->nservers);
-	return (LqServer *) (lq_servers + (Size) i * lq_server_size());
+	return (LqServer *) (lq_servers + (Size) i * lq_server_stride);
 }
 
 /*
