@@ -145,6 +145,16 @@ lq_wake_server(void)
 	lq_shmem_wake_server(lq_call_server());
 }
 
+/*
+ * lq_push_request puts slot slotno's request, cancel or session end into
+ * the arrival ring of the lock server its request went to.
+ */
+static void
+lq_push_request(int slotno)
+{
+	lq_shmem_ring_push(lq_slots[slotno].server, lq_entry_request(slotno));
+}
+
 
 /*
  * lq_call_is_admin: may role act for owners of other roles (release, renew or
@@ -254,7 +264,7 @@ lq_at_session_exit(int code, Datum arg)
 		slot->cancel_requested = true;
 	SpinLockRelease(&slot->mutex);
 
-	lq_shmem_ring_push(lq_entry_request(slotno));
+	lq_push_request(slotno);
 	lq_wake_server();
 }
 
@@ -408,7 +418,7 @@ lq_withdraw(int slotno, int wait_ms)
 	LqSlot	   *slot = &lq_slots[slotno];
 	int			waited = 0;
 
-	lq_shmem_ring_push(lq_entry_request(slotno));
+	lq_push_request(slotno);
 	lq_wake_server();
 
 	while (waited < wait_ms)
@@ -534,6 +544,7 @@ lq_submit(LqSlot *slot, int slotno, LqRequest *req, LqResult *res,
 		  bool *lazy_out)
 {
 	bool		lazy;
+	int			server;
 
 	req->role = GetUserId();
 	req->admin = !req->session_owner && lq_call_is_admin(req->role);
@@ -546,8 +557,10 @@ lq_submit(LqSlot *slot, int slotno, LqRequest *req, LqResult *res,
 	if (!lq_wait_idle(slot, req, res))
 		return false;
 
+	server = lq_shmem_server_for(req->lock_id);
 	SpinLockAcquire(&slot->mutex);
 	slot->req = *req;
+	slot->server = server;
 	slot->reqid++;
 	slot->submitted = lq_clock_peek();
 	memset(&slot->res, 0, sizeof(LqResult));
@@ -561,7 +574,7 @@ lq_submit(LqSlot *slot, int slotno, LqRequest *req, LqResult *res,
 		lq_shmem_hint_held_by_other(req->lock_id, req->owner);
 	if (lazy)
 		LQ_FAULT("submit-lazy-before-push");
-	lq_shmem_ring_push(lq_entry_request(slotno));
+	lq_push_request(slotno);
 	if (lazy)
 	{
 		/*
@@ -1080,14 +1093,13 @@ static void
 lq_queue_quick(int slotno, const char *lock_id, int64 token)
 {
 	LqSlot	   *slot = &lq_slots[slotno];
+	int			server = lq_shmem_server_for(lock_id);
 
 	SpinLockAcquire(&slot->mutex);
-	slot->quick_tokens[slot->nquick] = token;
-	strlcpy(slot->quick_ids[slot->nquick], lock_id, LQ_MAX_ID_LEN + 1);
-	slot->nquick++;
+	lq_shmem_slot_queue_quick(slot, lock_id, token);
 	SpinLockRelease(&slot->mutex);
-	lq_shmem_ring_push(lq_entry_quick(slotno));
-	lq_wake_server();
+	lq_shmem_ring_push(server, lq_entry_quick(slotno));
+	lq_shmem_wake_server(lq_shmem_server(server));
 }
 
 /*

@@ -75,7 +75,7 @@
 
 #define LQ_FAST_TRANCHE		"lockq fast path"
 #define LQ_FAST_PARTITIONS	64	/* LWLocks; a power of 2 */
-#define LQ_FAST_BUCKETS		4096	/* a multiple of LQ_FAST_PARTITIONS */
+#define LQ_FAST_BUCKETS		LQ_LOCK_BUCKETS /* a multiple of LQ_FAST_PARTITIONS */
 
 StaticAssertDecl(LQ_FAST_BUCKETS % LQ_FAST_PARTITIONS == 0,
 				 "a bucket's partition must be its hash's");

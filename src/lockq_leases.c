@@ -68,6 +68,7 @@
 #include "utils/memutils.h"
 
 #include "lockq_leases.h"
+#include "lockq_shmem.h"
 
 #define LQ_LEASES_TRANCHE		"lockq leases"
 #define LQ_LEASES_PER_BACKEND	4
@@ -492,7 +493,8 @@ lq_leases_revoke(const char *lock_id)
 
 /*
  * lq_leases_revoke_all takes out of the table, before the wide marker
- * settles, every grant that may rely on it: those that own_covers
+ * settles, every grant of the calling lock server's locks (lq_shmem_mine)
+ * that may rely on it: those that own_covers
  * (lockq_durability.c: its lock's own marker covers its lease and its
  * end) says are not covered otherwise.  Returns false if any of those cannot
  * go yet (a session released it and the lock server has not yet ended it, a
@@ -513,7 +515,8 @@ lq_leases_revoke_all(bool (*own_covers) (const char *lock_id, int64 expires,
 	hash_seq_init(&seq, lq_leases);
 	while ((e = hash_seq_search(&seq)) != NULL)
 	{
-		if (own_covers(e->lock_id, e->expires, e->ttl))
+		if (!lq_shmem_mine(e->lock_id) ||
+			own_covers(e->lock_id, e->expires, e->ttl))
 			continue;
 		*rowless |= e->rowless;
 		blocked |= e->released || e->rowless ||
@@ -523,7 +526,8 @@ lq_leases_revoke_all(bool (*own_covers) (const char *lock_id, int64 expires,
 	{
 		hash_seq_init(&seq, lq_leases);
 		while ((e = hash_seq_search(&seq)) != NULL)
-			if (!own_covers(e->lock_id, e->expires, e->ttl))
+			if (lq_shmem_mine(e->lock_id) &&
+				!own_covers(e->lock_id, e->expires, e->ttl))
 				lq_leases_remove(e);
 	}
 	LWLockRelease(lq_leases_lock);
@@ -593,10 +597,11 @@ lq_leases_rowless(int *n)
 /*
  * lq_leases_reload is for a lock server that rebuilds its state while
  * shared memory stayed (a restart of the lock server, a failed batch).  It
- * returns (palloc'd, *n of them) the grants the rebuilt state must know of
- * from here: those kept without a row (the entry is their only record),
- * those with fences left (taken while they had no row), and those sessions
- * released; it keeps the entries of the first two and removes every other.
+ * returns (palloc'd, *n of them) the grants of its locks (lq_shmem_mine)
+ * that the rebuilt state must know of from here: those kept without a row
+ * (the entry is their only record), those with fences left (taken while
+ * they had no row), and those sessions released; it keeps the entries of
+ * the first two and removes every other of its locks.
  * An entry marked ending comes back released: whether or not that end was
  * published, ending it (again) keeps every promise.  A released grant
  * without a row and without fences is not kept: nothing holds it any more,
@@ -619,6 +624,8 @@ lq_leases_reload(int *n)
 	{
 		bool		keep;
 
+		if (!lq_shmem_mine(e->lock_id))
+			continue;
 		if (e->ending)
 			e->released = true;
 		e->ending = false;
@@ -637,8 +644,8 @@ lq_leases_reload(int *n)
 }
 
 /*
- * lq_leases_clear empties the table: the extension was dropped, and its
- * grants with it.  Lock server only.
+ * lq_leases_clear empties the table of the calling lock server's locks: the
+ * extension was dropped, and its grants with it.  Lock server only.
  */
 void
 lq_leases_clear(void)
@@ -649,6 +656,7 @@ lq_leases_clear(void)
 	LWLockAcquire(lq_leases_lock, LW_EXCLUSIVE);
 	hash_seq_init(&seq, lq_leases);
 	while ((e = hash_seq_search(&seq)) != NULL)
-		hash_search(lq_leases, e->lock_id, HASH_REMOVE, NULL);
+		if (lq_shmem_mine(e->lock_id))
+			hash_search(lq_leases, e->lock_id, HASH_REMOVE, NULL);
 	LWLockRelease(lq_leases_lock);
 }

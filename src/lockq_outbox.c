@@ -12,7 +12,7 @@
  * slots and the session-bound grants).  They must agree, or a restarted
  * lock server rebuilds a state that never existed: a grant ended in the
  * table but still current in shared memory, a waiter that lost its place.
- * So the shared-memory part is staged, in the slots (LqSlot.staged) and the
+ * So the shared-memory part is staged, per slot (lq_shmem_staged) and the
  * grant entries (lockq_session.c), as the rules decide it; right before the
  * commit the batch is sealed (its number and transaction id in LqShared);
  * after the commit it is published.  A batch that fails is discarded.  A
@@ -124,7 +124,7 @@ lq_outbox_begin(void)
 static LqSlotStaged *
 lq_staged(int slotno)
 {
-	LqSlotStaged *st = &lq_slots[slotno].staged;
+	LqSlotStaged *st = lq_shmem_staged(slotno);
 
 	if (st->batch != lq_batch)
 	{
@@ -145,7 +145,7 @@ lq_staged(int slotno)
 bool
 lq_outbox_answered(int slotno)
 {
-	LqSlotStaged *st = &lq_slots[slotno].staged;
+	LqSlotStaged *st = lq_shmem_staged(slotno);
 
 	return st->batch == lq_batch && st->kind != LQ_STAGED_NONE;
 }
@@ -201,7 +201,7 @@ lq_outbox_queued(int slotno, int64 ts)
 int
 lq_outbox_quick_taken(int slotno)
 {
-	LqSlotStaged *st = &lq_slots[slotno].staged;
+	LqSlotStaged *st = lq_shmem_staged(slotno);
 
 	return st->batch == lq_batch ? st->quick_done : 0;
 }
@@ -391,7 +391,7 @@ lq_publish_slot(int slotno, LqSlotStaged *st, bool *recheck, bool *freed)
 	SpinLockAcquire(&slot->mutex);
 	if (st->queued_set)
 		slot->queued_ts = st->queued_ts;
-	lq_shmem_slot_drop_quick(slot, st->quick_done);
+	lq_shmem_slot_drop_quick(slot, lq_my_server_no, st->quick_done);
 	switch (st->kind)
 	{
 		case LQ_STAGED_NONE:
@@ -439,7 +439,7 @@ lq_publish_slots(List *slots, uint64 batch)
 	foreach(lc, slots)
 	{
 		int			slotno = lfirst_int(lc);
-		LqSlotStaged *st = &lq_slots[slotno].staged;
+		LqSlotStaged *st = lq_shmem_staged(slotno);
 		bool		again = false;
 		bool		freed = false;
 		int			procno;
@@ -519,7 +519,7 @@ lq_outbox_discard(void)
 		return lq_outbox_publish();
 
 	foreach(lc, lq_slots_touched)
-		memset(&lq_slots[lfirst_int(lc)].staged, 0, sizeof(LqSlotStaged));
+		memset(lq_shmem_staged(lfirst_int(lc)), 0, sizeof(LqSlotStaged));
 	lq_session_resolve(0);
 	lq_my_server->sealed_batch = 0;
 	lq_outbox_forget();
@@ -548,7 +548,7 @@ lq_outbox_resolve(void)
 		TransactionIdDidCommit(xid);
 	for (i = 0; i < lq_shared->nslots; i++)
 	{
-		LqSlotStaged *st = &lq_slots[i].staged;
+		LqSlotStaged *st = lq_shmem_staged(i);
 
 		if (st->batch == 0)
 			continue;

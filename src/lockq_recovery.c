@@ -223,7 +223,7 @@ lq_load_session_grants(LqLoad *load)
 	int			i;
 
 	lq_session_undo_ending();
-	grants = lq_session_copy(&n);
+	grants = lq_session_copy(true, &n);
 	for (i = 0; i < n; i++)
 	{
 		LqSessionGrant *g = &grants[i];

@@ -57,6 +57,7 @@
 
 #include "lockq_guc.h"
 #include "lockq_session.h"
+#include "lockq_shmem.h"
 
 #define LQ_LWLOCK_TRANCHE	"lockq"
 
@@ -226,11 +227,12 @@ lq_session_publish(int64 token)
 }
 
 /*
- * lq_session_resolve settles every staged change: those of committed_batch
- * (a batch whose transaction committed; 0 for none) are published, all
- * others forgotten, and grants marked ENDING by a batch that did not
- * commit are current again.  Worker only: after a failed batch, and when a
- * lock server starts where its predecessor left a batch behind.
+ * lq_session_resolve settles every staged change of the calling lock
+ * server's locks (lq_shmem_mine): those of committed_batch (its batch whose
+ * transaction committed; 0 for none) are published, all others forgotten,
+ * and grants marked ENDING by a batch that did not commit are current
+ * again.  Worker only: after a failed batch, and when a lock server starts
+ * where its predecessor left a batch behind.
  */
 void
 lq_session_resolve(uint64 committed_batch)
@@ -245,6 +247,8 @@ lq_session_resolve(uint64 committed_batch)
 		bool		apply = committed_batch != 0 &&
 			e->staged_batch == committed_batch;
 
+		if (!lq_shmem_mine(e->lock_id))
+			continue;
 		if (e->staged_op != LQ_GRANT_OP_NONE &&
 			!lq_grant_apply_staged(e, apply))
 			(void) hash_search(lq_session_grants, &e->token, HASH_REMOVE, NULL);
@@ -296,9 +300,10 @@ lq_session_fences(int64 token)
 }
 
 /*
- * lq_session_undo_ending turns every ENDING grant back into a current one:
- * the batch that ended them failed, or the worker that ran it is gone.
- * Their requests are applied again.  Worker only.
+ * lq_session_undo_ending turns every ENDING grant of the calling lock
+ * server's locks back into a current one: the batch that ended them
+ * failed, or the worker that ran it is gone.  Their requests are applied
+ * again.  Worker only.
  */
 void
 lq_session_undo_ending(void)
@@ -310,15 +315,16 @@ lq_session_undo_ending(void)
 	hash_seq_init(&seq, lq_session_grants);
 	while ((e = hash_seq_search(&seq)) != NULL)
 	{
-		if (e->end == LQ_GRANT_ENDING)
+		if (e->end == LQ_GRANT_ENDING && lq_shmem_mine(e->lock_id))
 			e->end = LQ_GRANT_CURRENT;
 	}
 	LWLockRelease(lq_session_lock);
 }
 
 /*
- * lq_session_clear removes every grant: the extension was dropped (and
- * perhaps created again), which ends all locks.  Worker only.
+ * lq_session_clear removes every grant of the calling lock server's locks:
+ * the extension was dropped (and perhaps created again), which ends all
+ * locks.  Worker only.
  */
 void
 lq_session_clear(void)
@@ -329,16 +335,18 @@ lq_session_clear(void)
 	LWLockAcquire(lq_session_lock, LW_EXCLUSIVE);
 	hash_seq_init(&seq, lq_session_grants);
 	while ((e = hash_seq_search(&seq)) != NULL)
-		(void) hash_search(lq_session_grants, &e->token, HASH_REMOVE, NULL);
+		if (lq_shmem_mine(e->lock_id))
+			(void) hash_search(lq_session_grants, &e->token, HASH_REMOVE, NULL);
 	LWLockRelease(lq_session_lock);
 }
 
 /*
- * lq_session_copy returns a palloc'd copy of every grant and their number,
- * taken under the LWLock.
+ * lq_session_copy returns a palloc'd copy of every visible grant (mine: of
+ * the calling lock server's locks only) and their number, taken under the
+ * LWLock.
  */
 LqSessionGrant *
-lq_session_copy(int *n)
+lq_session_copy(bool mine, int *n)
 {
 	HASH_SEQ_STATUS seq;
 	LqSessionGrant *e;
@@ -354,7 +362,7 @@ lq_session_copy(int *n)
 	{
 		LqSessionGrant *c;
 
-		if (!e->visible)
+		if (!e->visible || (mine && !lq_shmem_mine(e->lock_id)))
 			continue;
 		c = &out[i++];
 

@@ -96,7 +96,7 @@ extern uint32 lq_session_begin_end(int64 token);
 extern uint32 lq_session_fences(int64 token);
 extern void lq_session_undo_ending(void);
 extern void lq_session_clear(void);
-extern LqSessionGrant *lq_session_copy(int *n);
+extern LqSessionGrant *lq_session_copy(bool mine, int *n);
 extern LqHeld lq_session_holds(const char *lock_id, int64 token, int64 now,
 							   Oid role, bool admin);
 extern bool lq_session_enter_fast(const LqSessionGrant *g);

@@ -48,8 +48,16 @@
 LqShared   *lq_shared = NULL;
 LqSlot	   *lq_slots = NULL;
 
-/* The lock server's own part of shared memory; NULL in backends. */
+/* The lock server's own part of shared memory and its number; NULL, -1
+ * in backends. */
 LqServer   *lq_my_server = NULL;
+int			lq_my_server_no = -1;
+
+/*
+ * What the lock servers stage for the slots (LqSlotStaged): one per slot and
+ * lock server, slot by slot (lq_shmem_staged).
+ */
+static LqSlotStaged *lq_staged = NULL;
 
 /*
  * The lock servers' parts (LqServer, each with its ring), one after another,
@@ -107,6 +115,12 @@ lq_slots_size(void)
 }
 
 static Size
+lq_staged_size(void)
+{
+	return mul_size(mul_size(MaxBackends, LQ_NSERVERS), sizeof(LqSlotStaged));
+}
+
+static Size
 lq_hints_size(void)
 {
 	return mul_size(LQ_HELD_HINTS, sizeof(LqHeldHint));
@@ -124,7 +138,8 @@ lq_shmem_request(void)
 
 	RequestAddinShmemSpace(add_size(add_size(add_size(lq_shared_size(),
 													  lq_slots_size()),
-											 lq_hints_size()),
+											 add_size(lq_hints_size(),
+													  lq_staged_size())),
 									add_size(add_size(lq_session_shmem_size(),
 													  lq_leases_shmem_size()),
 											 lq_fault_shmem_size())));
@@ -143,6 +158,7 @@ lq_shmem_startup(void)
 	bool		found_shared;
 	bool		found_slots;
 	bool		found_hints;
+	bool		found_staged;
 
 	if (prev_shmem_startup_hook)
 		prev_shmem_startup_hook();
@@ -157,6 +173,8 @@ lq_shmem_startup(void)
 							   &found_slots);
 	lq_hints = ShmemInitStruct("lockq held hints", lq_hints_size(),
 							   &found_hints);
+	lq_staged = ShmemInitStruct("lockq staged outcomes", lq_staged_size(),
+								&found_staged);
 	lq_session_shmem_startup();
 	lq_leases_shmem_startup();
 	lq_fault_shmem_startup();
@@ -218,6 +236,9 @@ lq_shmem_startup(void)
 		}
 	}
 
+	if (!found_staged)
+		memset(lq_staged, 0, lq_staged_size());
+
 	if (!found_hints)
 	{
 		int			i;
@@ -254,26 +275,72 @@ lq_shmem_server(int i)
 }
 
 /*
- * lq_shmem_server_of returns the lock server that slot slotno's requests and
- * quick releases go to.  There is one lock server, so it is always the
- * first; partitioned lock servers would pick it by the request's lock id
- * (doc/design/scaling.md).
+ * lq_shmem_server_for returns the number of the lock server that serves
+ * lock_id (NULL or empty: a request without a lock id, which lock server 0
+ * serves): its bucket (LQ_LOCK_BUCKETS) modulo the number of lock servers.
+ * The bucket is the fast path's (a string_hash of the id, which is its
+ * hash_bytes), and SQL computes the same with hashtext(lock_id).
+ */
+int
+lq_shmem_server_for(const char *lock_id)
+{
+	uint32		hash;
+
+	if (lq_shared->nservers == 1 || lock_id == NULL || lock_id[0] == '\0')
+		return 0;
+	hash = hash_bytes((const unsigned char *) lock_id, strlen(lock_id));
+	return (int) ((hash % LQ_LOCK_BUCKETS) % (uint32) lq_shared->nservers);
+}
+
+/*
+ * lq_shmem_mine: does the calling lock server serve lock_id?  What a lock
+ * server rebuilds, settles or clears of the shared tables of grants
+ * (lockq_session.c, lockq_leases.c) is only its own locks'.  Lock server
+ * only.
+ */
+bool
+lq_shmem_mine(const char *lock_id)
+{
+	Assert(lq_my_server_no >= 0);
+	return lq_shared->nservers == 1 ||
+		lq_shmem_server_for(lock_id) == lq_my_server_no;
+}
+
+/*
+ * lq_shmem_server_of returns the lock server that slot slotno's current (or
+ * last) request went to; the first before the slot's first request.  Read
+ * without the slot's mutex: for the slot's own backend, which alone writes
+ * it.
  */
 LqServer *
 lq_shmem_server_of(int slotno)
 {
 	Assert(slotno >= 0 && slotno < lq_shared->nslots);
-	return lq_shmem_server(0);
+	return lq_shmem_server(lq_slots[slotno].server);
+}
+
+/*
+ * lq_shmem_staged returns what the calling lock server stages for slot
+ * slotno (lockq_outbox.c).  Lock server only.
+ */
+LqSlotStaged *
+lq_shmem_staged(int slotno)
+{
+	Assert(lq_my_server_no >= 0);
+	Assert(slotno >= 0 && slotno < lq_shared->nslots);
+	return &lq_staged[(Size) slotno * lq_shared->nservers + lq_my_server_no];
 }
 
 /*
  * lq_shmem_server_attach makes the calling lock server lock server i
- * (lq_my_server), so far only for itself.  Lock server only, once, first.
+ * (lq_my_server, lq_my_server_no), so far only for itself.  Lock server
+ * only, once, first.
  */
 void
 lq_shmem_server_attach(int i)
 {
 	lq_my_server = lq_shmem_server(i);
+	lq_my_server_no = i;
 }
 
 /*
@@ -365,17 +432,18 @@ lq_shmem_gauges(LqGauges *out)
 static uint64 lq_ring_drained = 0;
 
 /*
- * lq_shmem_ring_push appends an entry to the arrival ring of its slot's lock
- * server and stamps the slot with an arrival number, both under that lock
- * server's mutex so that the ring's order and the arrival numbers agree
- * (the numbers order the slots when the lock server has to scan them all).
- * The caller must already have made the slot say what the lock server is
- * to do, and wakes it afterwards.
+ * lq_shmem_ring_push appends an entry to the arrival ring of lock server
+ * server (that of the slot's request or of the quick release's lock) and
+ * stamps the slot with an arrival number, both under that lock server's
+ * mutex so that the ring's order and the arrival numbers agree (the
+ * numbers order the slots when the lock server has to scan them all).  The
+ * caller must already have made the slot say what the lock server is to
+ * do, and wakes it afterwards.
  */
 void
-lq_shmem_ring_push(LqEntry entry)
+lq_shmem_ring_push(int server, LqEntry entry)
 {
-	LqServer   *sv = lq_shmem_server_of(lq_entry_slot(entry));
+	LqServer   *sv = lq_shmem_server(server);
 	int			size = lq_shared->ring_size;
 
 	SpinLockAcquire(&sv->mutex);
@@ -1134,20 +1202,93 @@ lq_shmem_stats_reset(void)
 }
 
 /*
- * lq_shmem_slot_drop_quick removes the n oldest quick releases of a slot
- * (fewer if it has fewer).  The caller holds the slot's mutex.
+ * The quick releases a slot has queued (lockq_call.c) are applied by the
+ * lock servers of their locks, each its own in the slot's order; the
+ * functions below see one lock server's share of them.  The caller holds
+ * the slot's mutex.
+ */
+
+/* lq_shmem_slot_nquick: how many of the slot's quick releases are server's. */
+int
+lq_shmem_slot_nquick(const LqSlot *slot, int server)
+{
+	int			n = 0;
+	int			i;
+
+	for (i = 0; i < slot->nquick; i++)
+		if (slot->quick_servers[i] == server)
+			n++;
+	return n;
+}
+
+/*
+ * lq_shmem_slot_quick finds the k-th oldest (from 0) of server's quick
+ * releases in the slot: its token and lock id (LQ_MAX_ID_LEN + 1 bytes).
+ * Returns false when server has no more than k.
+ */
+bool
+lq_shmem_slot_quick(const LqSlot *slot, int server, int k, int64 *token,
+					char *lock_id)
+{
+	int			i;
+
+	for (i = 0; i < slot->nquick; i++)
+	{
+		if (slot->quick_servers[i] != server)
+			continue;
+		if (k-- > 0)
+			continue;
+		*token = slot->quick_tokens[i];
+		strlcpy(lock_id, slot->quick_ids[i], LQ_MAX_ID_LEN + 1);
+		return true;
+	}
+	return false;
+}
+
+/*
+ * lq_shmem_slot_queue_quick queues a quick release of lock_id's grant token
+ * in the slot, for lock_id's lock server; the caller has checked that
+ * there is room (LQ_MAX_QUICK_RELEASES).
  */
 void
-lq_shmem_slot_drop_quick(LqSlot *slot, int n)
+lq_shmem_slot_queue_quick(LqSlot *slot, const char *lock_id, int64 token)
 {
-	n = Min(n, slot->nquick);
-	if (n <= 0)
-		return;
-	slot->nquick -= n;
-	memmove(&slot->quick_tokens[0], &slot->quick_tokens[n],
-			sizeof(int64) * slot->nquick);
-	memmove(&slot->quick_ids[0], &slot->quick_ids[n],
-			sizeof(slot->quick_ids[0]) * slot->nquick);
+	int			i = slot->nquick;
+
+	Assert(i < LQ_MAX_QUICK_RELEASES);
+	slot->quick_tokens[i] = token;
+	strlcpy(slot->quick_ids[i], lock_id, LQ_MAX_ID_LEN + 1);
+	slot->quick_servers[i] = (uint8) lq_shmem_server_for(lock_id);
+	slot->nquick = i + 1;
+}
+
+/*
+ * lq_shmem_slot_drop_quick removes the n oldest of server's quick releases
+ * from the slot (fewer if it has fewer); the others keep their order.
+ */
+void
+lq_shmem_slot_drop_quick(LqSlot *slot, int server, int n)
+{
+	int			keep = 0;
+	int			i;
+
+	for (i = 0; i < slot->nquick; i++)
+	{
+		if (slot->quick_servers[i] == server && n > 0)
+		{
+			n--;
+			continue;
+		}
+		if (keep != i)
+		{
+			slot->quick_tokens[keep] = slot->quick_tokens[i];
+			memcpy(slot->quick_ids[keep], slot->quick_ids[i],
+				   sizeof(slot->quick_ids[0]));
+			slot->quick_servers[keep] = slot->quick_servers[i];
+		}
+		keep++;
+	}
+	slot->nquick = keep;
 }
 
 /*
@@ -1165,6 +1306,7 @@ lq_shmem_slot_free(LqSlot *slot)
 	slot->session_start = 0;
 	slot->pgprocno = -1;
 	slot->queued_ts = 0;
+	slot->server = 0;
 }
 
 /*

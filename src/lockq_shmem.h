@@ -79,6 +79,14 @@ lq_entry_slot(LqEntry e)
 #define LQ_MAX_QUICK_RELEASES	4
 
 /*
+ * Lock ids hash (hash_bytes of the id) to LQ_LOCK_BUCKETS buckets: the fast
+ * path's (lockq_fastpath.c) and, bucket modulo the number of lock servers,
+ * a lock's lock server (lq_shmem_server_for), so that all locks of a bucket
+ * belong to one lock server whatever their number.
+ */
+#define LQ_LOCK_BUCKETS			4096
+
+/*
  * Session-bound grants a backend's transaction is fenced on (lockq_holds),
  * listed in its slot so that the lock server can tell whose transaction
  * holds a hand-off back; beyond this many, fences_overflow says "maybe any".
@@ -99,6 +107,10 @@ typedef enum LqStagedKind
 	LQ_STAGED_FREE				/* session cleaned up: slot becomes FREE */
 } LqStagedKind;
 
+/*
+ * One per slot and lock server (lq_shmem_staged): a lock server stages,
+ * publishes and, after a crash of its predecessor, settles only its own.
+ */
 typedef struct LqSlotStaged
 {
 	uint64		batch;			/* the batch; 0: nothing staged */
@@ -107,7 +119,8 @@ typedef struct LqSlotStaged
 	LqResult	res;			/* LQ_STAGED_RESULT */
 	bool		queued_set;		/* queued_ts changes to queued_ts */
 	int64		queued_ts;
-	int			quick_done;		/* quick releases applied */
+	int			quick_done;		/* quick releases of this lock server
+								 * applied */
 } LqSlotStaged;
 
 /*
@@ -127,20 +140,22 @@ typedef struct LqSlotStaged
  *		the lock server reads it without a lock while it works on that
  *		request.
  *	- freed is a condition variable, with its own locking.
- *	- staged belongs to the lock server alone, which reads and writes it
- *	  without a lock (lockq_outbox.c); backends never touch it.
+ *	- What a lock server stages for the slot is not here but in
+ *	  lq_shmem_staged, its alone.
  *
  * Who writes what, under mutex: the backend claims a FREE slot (state,
  * pgprocno, pid, session_start), submits a request (req, reqid, submitted,
- * state PENDING), gives up on it (cancel_requested), ends its session
- * (session_ended), takes an answer (state IDLE), queues quick releases
- * (nquick, quick_tokens, quick_ids) and lists the session-bound grants its
+ * server, state PENDING), gives up on it (cancel_requested), ends its
+ * session (session_ended), takes an answer (state IDLE), queues quick
+ * releases (nquick, quick_tokens, quick_ids, quick_servers; each for the
+ * lock server of its lock) and lists the session-bound grants its
  * transaction is fenced on (nfences, fences_overflow, fence_tokens; it
  * empties the list when the transaction ends).  The lock server takes a
  * request (state ACTIVE), and when a batch is published records a waiter's
  * place (queued_ts), answers (res, state DONE), confirms a cancel (state
- * IDLE), drops the quick releases it applied (lq_shmem_slot_drop_quick)
- * and frees the slot of a session that ended (lq_shmem_slot_free).
+ * IDLE), drops the quick releases it applied (lq_shmem_slot_drop_quick:
+ * its own, oldest first) and frees the slot of a session that ended
+ * (lq_shmem_slot_free).
  */
 typedef struct LqSlot
 {
@@ -157,16 +172,18 @@ typedef struct LqSlot
 	int64		queued_ts;		/* lockq_get waiting: its queue position
 								 * (lockq time), else 0 */
 	LqRequest	req;
+	int			server;			/* the lock server req went to
+								 * (lq_shmem_server_for) */
 	LqResult	res;
-	int			nquick;			/* quick releases the worker has not done */
+	int			nquick;			/* quick releases not done yet */
 	int64		quick_tokens[LQ_MAX_QUICK_RELEASES];	/* oldest first */
 	char		quick_ids[LQ_MAX_QUICK_RELEASES][LQ_MAX_ID_LEN + 1];	/* their locks */
+	uint8		quick_servers[LQ_MAX_QUICK_RELEASES];	/* their lock servers */
 	int			nfences;		/* session-bound grants fenced by the
 								 * backend's transaction */
 	bool		fences_overflow;
 	int64		fence_tokens[LQ_MAX_SLOT_FENCES];
 	ConditionVariable freed;	/* broadcast when the slot becomes FREE */
-	LqSlotStaged staged;
 } LqSlot;
 
 /* Counters shown by lockq_stats. */
@@ -407,15 +424,19 @@ typedef struct LqShared
 extern LqShared *lq_shared;
 extern LqSlot *lq_slots;
 extern LqServer *lq_my_server;
+extern int	lq_my_server_no;
 extern void lq_shmem_init_hooks(void);
 extern LqServer *lq_shmem_server(int i);
+extern int	lq_shmem_server_for(const char *lock_id);
+extern bool lq_shmem_mine(const char *lock_id);
 extern LqServer *lq_shmem_server_of(int slotno);
+extern LqSlotStaged *lq_shmem_staged(int slotno);
 extern void lq_shmem_server_attach(int i);
 extern void lq_shmem_server_announce(void);
 extern void lq_shmem_server_detach(void);
 extern int	lq_shmem_server_pid(void);
 extern void lq_shmem_gauges(LqGauges *out);
-extern void lq_shmem_ring_push(LqEntry entry);
+extern void lq_shmem_ring_push(int server, LqEntry entry);
 extern int	lq_shmem_ring_drain(LqEntry *out, int max, bool *overflow);
 extern void lq_shmem_wake_servers(void);
 extern void lq_shmem_wake_server(LqServer *sv);
@@ -442,7 +463,12 @@ extern void lq_shmem_result_failed(LqResult *res, LqError error,
 								   int sqlerrcode, const char *message,
 								   const char *hint);
 extern List *lq_shmem_slot_fencers(int64 token);
-extern void lq_shmem_slot_drop_quick(LqSlot *slot, int n);
+extern int	lq_shmem_slot_nquick(const LqSlot *slot, int server);
+extern bool lq_shmem_slot_quick(const LqSlot *slot, int server, int k,
+								int64 *token, char *lock_id);
+extern void lq_shmem_slot_queue_quick(LqSlot *slot, const char *lock_id,
+									  int64 token);
+extern void lq_shmem_slot_drop_quick(LqSlot *slot, int server, int n);
 extern void lq_shmem_slot_free(LqSlot *slot);
 
 

@@ -218,7 +218,7 @@ lockq_session_grants(PG_FUNCTION_ARGS)
 		return (Datum) 0;		/* nothing of ours in shared memory here */
 
 	now = lq_clock_peek();
-	grants = lq_session_copy(&n);
+	grants = lq_session_copy(false, &n);
 	for (i = 0; i < n; i++)
 	{
 		LqSessionGrant *g = &grants[i];

@@ -413,10 +413,10 @@ lq_handle_slot(int slotno, int64 now)
 }
 
 /*
- * lq_handle_quick applies the oldest quick release of a slot not applied
- * in this batch yet (see lockq_release).  It leaves the slot's queue only
- * when the batch is published (lq_outbox_quick_done), so that a failed
- * batch applies it again.
+ * lq_handle_quick applies the oldest quick release of a slot that is this
+ * lock server's and not applied in this batch yet (see lockq_release).  It
+ * leaves the slot's queue only when the batch is published
+ * (lq_outbox_quick_done), so that a failed batch applies it again.
  */
 static void
 lq_handle_quick(int slotno, int64 now)
@@ -425,15 +425,12 @@ lq_handle_quick(int slotno, int64 now)
 	int			taken = lq_outbox_quick_taken(slotno);
 	int64		token = 0;
 	char		lock_id[LQ_MAX_ID_LEN + 1];
+	bool		found;
 
 	SpinLockAcquire(&slot->mutex);
-	if (taken < slot->nquick)
-	{
-		token = slot->quick_tokens[taken];
-		strlcpy(lock_id, slot->quick_ids[taken], sizeof(lock_id));
-	}
+	found = lq_shmem_slot_quick(slot, lq_my_server_no, taken, &token, lock_id);
 	SpinLockRelease(&slot->mutex);
-	if (token == 0)
+	if (!found)
 		return;					/* a stale ring entry: already applied */
 
 	lq_shmem_stat_add(LQ_STAT_REQUESTS, 1);
@@ -442,8 +439,8 @@ lq_handle_quick(int slotno, int64 now)
 }
 
 /*
- * lq_handle_quick_all applies every quick release of a slot not applied in
- * this batch yet, oldest first.
+ * lq_handle_quick_all applies every quick release of a slot that is this
+ * lock server's and not applied in this batch yet, oldest first.
  */
 static void
 lq_handle_quick_all(int slotno, int64 now)
@@ -455,7 +452,7 @@ lq_handle_quick_all(int slotno, int64 now)
 		int			nquick;
 
 		SpinLockAcquire(&slot->mutex);
-		nquick = slot->nquick;
+		nquick = lq_shmem_slot_nquick(slot, lq_my_server_no);
 		SpinLockRelease(&slot->mutex);
 		if (lq_outbox_quick_taken(slotno) >= nquick)
 			break;
@@ -490,7 +487,7 @@ lq_drop_quick(int slotno, const char *message)
 	LqSlot	   *slot = &lq_slots[slotno];
 
 	SpinLockAcquire(&slot->mutex);
-	lq_shmem_slot_drop_quick(slot, 1);
+	lq_shmem_slot_drop_quick(slot, lq_my_server_no, 1);
 	SpinLockRelease(&slot->mutex);
 	if (message != NULL)
 		ereport(LOG,
@@ -554,9 +551,11 @@ lq_cmp_arrival(const ListCell *a, const ListCell *b)
 
 /*
  * lq_slots_in_flight lists, as arrival-ring entries (see lq_handle_entry),
- * everything the slots hold for the worker to do, slot by slot in arrival
- * order: a slot's quick releases come before its request, as they were
- * made before it.  A request left ACTIVE but not queued was taken by a
+ * everything the slots hold for this lock server to do (their requests
+ * that went to it, their quick releases of its locks, their sessions'
+ * ends), slot by slot in arrival order: a slot's quick releases come
+ * before its request, as they were made before it.  A request left ACTIVE
+ * but not queued was taken by a
  * previous worker (or a failed batch) and never committed: it goes back to
  * PENDING to be applied again.  Not when the current batch has answered it
  * already: loading the state fires the timers that came due while no lock
@@ -574,15 +573,18 @@ lq_slots_in_flight(void)
 	for (i = 0; i < lq_shared->nslots; i++)
 	{
 		LqSlot	   *slot = &lq_slots[i];
+		bool		mine;
 		bool		busy;
 
 		SpinLockAcquire(&slot->mutex);
-		if (slot->state == LQ_SLOT_ACTIVE &&
+		mine = slot->server == lq_my_server_no;
+		if (mine && slot->state == LQ_SLOT_ACTIVE &&
 			!lq_rules_is_waiting(i, slot->reqid) && !lq_outbox_answered(i))
 			slot->state = LQ_SLOT_PENDING;
 		busy = slot->state != LQ_SLOT_FREE &&
-			(slot->state != LQ_SLOT_IDLE || slot->session_ended ||
-			 slot->cancel_requested || slot->nquick > 0);
+			(slot->session_ended ||
+			 (mine && (slot->state != LQ_SLOT_IDLE || slot->cancel_requested)) ||
+			 lq_shmem_slot_nquick(slot, lq_my_server_no) > 0);
 		SpinLockRelease(&slot->mutex);
 		if (busy)
 			slots = lappend_int(slots, i);
@@ -592,15 +594,19 @@ lq_slots_in_flight(void)
 	foreach(lc, slots)
 	{
 		int			slotno = lfirst_int(lc);
+		LqSlot	   *slot = &lq_slots[slotno];
 		int			nquick;
+		bool		request;
 		int			k;
 
-		SpinLockAcquire(&lq_slots[slotno].mutex);
-		nquick = lq_slots[slotno].nquick;
-		SpinLockRelease(&lq_slots[slotno].mutex);
+		SpinLockAcquire(&slot->mutex);
+		nquick = lq_shmem_slot_nquick(slot, lq_my_server_no);
+		request = slot->server == lq_my_server_no || slot->session_ended;
+		SpinLockRelease(&slot->mutex);
 		for (k = 0; k < nquick; k++)
 			entries = lappend_int(entries, lq_entry_quick(slotno));
-		entries = lappend_int(entries, lq_entry_request(slotno));
+		if (request)
+			entries = lappend_int(entries, lq_entry_request(slotno));
 	}
 	list_free(slots);
 	return entries;
