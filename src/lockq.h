@@ -174,6 +174,9 @@ typedef struct LqRequest
 	int32		max_owner_locks;	/* the limits that apply to role, as */
 	int32		max_waiters;	/* the requesting session sees them */
 	int32		max_session_locks;	/* (lockq.max_*_per_role) */
+	int32		server;			/* a request without a lock id
+								 * (LQ_OP_RELEASE_SESSION, LQ_OP_CLOCK): the
+								 * lock server it is for */
 	char		lock_id[LQ_MAX_ID_LEN + 1];
 	char		owner[LQ_MAX_OWNER_LEN + 1];
 	char		channel[LQ_MAX_CHANNEL_LEN + 1];

@@ -245,27 +245,35 @@ lq_call_check_available(void)
 
 /*
  * lq_at_session_exit runs when a backend that has used lockq exits, however it
- * exits (disconnect, FATAL, pg_terminate_backend).  It tells the worker the
- * session is gone so that its session-bound grants and its queue entry go
- * at once; the worker frees the slot afterwards.
+ * exits (disconnect, FATAL, pg_terminate_backend).  It tells every lock
+ * server the session is gone so that its session-bound grants and its
+ * queue entry go at once, each lock server's for its locks; the last of
+ * them to apply it frees the slot.
  */
 static void
 lq_at_session_exit(int code, Datum arg)
 {
 	int			slotno = lq_call_slotno();
 	LqSlot	   *slot = &lq_slots[slotno];
+	int			i;
 
 	/* a call left by exit: the lock server adopts what it meets (its end) */
 	lq_fastpath_unclaim(lq_my_claim);
 	lq_my_claim = -1;
+
 	SpinLockAcquire(&slot->mutex);
 	slot->session_ended = true;
+	slot->ends_left = lq_shmem_servers_mask();
 	if (slot->state != LQ_SLOT_IDLE)
 		slot->cancel_requested = true;
 	SpinLockRelease(&slot->mutex);
 
-	lq_push_request(slotno);
-	lq_wake_server();
+	/* every lock server ends the session's grants and waits of its locks */
+	for (i = 0; i < lq_shared->nservers; i++)
+	{
+		lq_shmem_ring_push(i, lq_entry_request(slotno));
+		lq_shmem_wake_server(lq_shmem_server(i));
+	}
 }
 
 /*
@@ -297,6 +305,7 @@ lq_attach(bool wait, int64 give_up_at)
 			slot->state = LQ_SLOT_IDLE;
 			slot->cancel_requested = false;
 			slot->session_ended = false;
+			slot->ends_left = 0;
 			slot->pgprocno = MyProc->pgprocno;
 			slot->pid = MyProcPid;
 			slot->session_start = MyStartTimestamp;
@@ -557,7 +566,8 @@ lq_submit(LqSlot *slot, int slotno, LqRequest *req, LqResult *res,
 	if (!lq_wait_idle(slot, req, res))
 		return false;
 
-	server = lq_shmem_server_for(req->lock_id);
+	server = (req->op == LQ_OP_RELEASE_SESSION || req->op == LQ_OP_CLOCK) ?
+		req->server : lq_shmem_server_for(req->lock_id);
 	SpinLockAcquire(&slot->mutex);
 	slot->req = *req;
 	slot->server = server;
@@ -1227,15 +1237,17 @@ lq_call_take_fast(LqRequest *req, LqResult *res)
 
 /*
  * lq_call_release_session ends this session's session-bound locks (DISCARD
- * ALL, see lockq_hooks.c) with a round trip to the lock server, and forgets
- * their tokens.  A session that never called lockq has none, and is not
- * held up.  Raises what the lock server answers.
+ * ALL, see lockq_hooks.c) with a round trip to each lock server, which
+ * ends those of its locks, and forgets their tokens.  A session that never
+ * called lockq has none, and is not held up.  Raises what a lock server
+ * answers.
  */
 void
 lq_call_release_session(void)
 {
 	LqRequest	req;
 	LqResult	res;
+	int			i;
 
 	if (!lq_attached || !lq_call_is_available())
 		return;
@@ -1244,8 +1256,12 @@ lq_call_release_session(void)
 	req.session_owner = true;
 	lq_session_format_owner(req.owner, sizeof(req.owner), MyProcPid,
 							MyStartTimestamp);
-	res = lq_call(&req);
-	lq_call_raise_if_error(&req, &res);
+	for (i = 0; i < lq_shared->nservers; i++)
+	{
+		req.server = i;
+		res = lq_call(&req);
+		lq_call_raise_if_error(&req, &res);
+	}
 	if (lq_my_grants != NULL)
 	{
 		hash_destroy(lq_my_grants);

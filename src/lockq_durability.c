@@ -212,8 +212,13 @@ lq_durability_committed(void)
 
 	if (lq_pending_clock > 0)
 		lq_clock_publish_ceiling(lq_pending_clock);
-	if (lq_pending_token > lq_shared->token_ceiling)
-		lq_shared->token_ceiling = lq_pending_token;
+	if (lq_pending_token > 0)
+	{
+		LWLockAcquire(lq_shmem_ceiling_lock(), LW_EXCLUSIVE);
+		if (lq_pending_token > lq_shared->token_ceiling)
+			lq_shared->token_ceiling = lq_pending_token;
+		LWLockRelease(lq_shmem_ceiling_lock());
+	}
 	foreach(lc, lq_relied)
 	{
 		LqMarker   *m = hash_search(lq_markers, lfirst(lc), HASH_FIND, NULL);
@@ -636,17 +641,79 @@ lq_durability_next_deadline(void)
 	return hash_get_num_entries(lq_markers) > 0 ? lq_next_settle : 0;
 }
 
+/* The two durable ceilings, each a sequence. */
+typedef enum LqCeiling
+{
+	LQ_CEILING_CLOCK,
+	LQ_CEILING_TOKEN
+} LqCeiling;
+
 /*
- * lq_durability_extend_clock moves the clock's durable ceiling to now plus the
- * reserve, in this batch, which is then flushed before anything is shown.
+ * lq_ceiling_raise makes which's durable ceiling (its sequence) at least
+ * need, in this batch, and returns the ceiling the batch makes durable:
+ * the last one written, by this lock server or another, if that is at
+ * least need; otherwise want (at least need), written now.  A setval is
+ * WAL-logged at once and stays whether or not its transaction commits, so
+ * a ceiling written before is made durable by this batch's commit (the
+ * caller flushes it), which comes after it in WAL.  The writes are made
+ * under lq_shmem_ceiling_lock and only ever raise the sequence between a
+ * start and a clean stop, so that two lock servers cannot leave it below
+ * what either counts on.  The sequences' relation locks are taken before
+ * the LWLock, so that nothing waits for a heavyweight lock under it.
+ * Raises an ERROR if the sequence cannot be written (the batch then fails;
+ * an ERROR releases the LWLock).
+ */
+static int64
+lq_ceiling_raise(LqCeiling which, int64 need, int64 want)
+{
+	int64	   *logged = which == LQ_CEILING_TOKEN ?
+		&lq_shared->token_logged : &lq_shared->clock_logged;
+	int64		ceiling;
+
+	lq_tables_seqs_lock();
+	LWLockAcquire(lq_shmem_ceiling_lock(), LW_EXCLUSIVE);
+	if (*logged >= need)
+		ceiling = *logged;
+	else
+	{
+		ceiling = Max(want, need);
+		if (which == LQ_CEILING_TOKEN)
+			lq_tables_token_write(ceiling);
+		else
+			lq_tables_clock_write(ceiling);
+		*logged = ceiling;
+	}
+	LWLockRelease(lq_shmem_ceiling_lock());
+	return ceiling;
+}
+
+/*
+ * lq_ceilings_logged records what the sequences hold now, after a start or
+ * a clean stop wrote them (perhaps lower than before: a stop brings them
+ * down to what was shown, and a new CREATE EXTENSION begins them anew).
+ */
+static void
+lq_ceilings_logged(int64 clock, int64 token)
+{
+	LWLockAcquire(lq_shmem_ceiling_lock(), LW_EXCLUSIVE);
+	lq_shared->clock_logged = clock;
+	lq_shared->token_logged = token;
+	LWLockRelease(lq_shmem_ceiling_lock());
+}
+
+/*
+ * lq_durability_extend_clock moves the clock's durable ceiling past now
+ * plus LQ_CLOCK_MARGIN_US, to now plus the reserve unless a write already
+ * made reaches that far (lq_ceiling_raise), in this batch, which is then
+ * flushed before anything is shown.
  */
 void
 lq_durability_extend_clock(int64 now)
 {
-	int64		ceiling = now + LQ_CLOCK_RESERVE_US;
-
-	lq_tables_clock_write(ceiling);
-	lq_pending_clock = ceiling;
+	lq_pending_clock = Max(lq_pending_clock,
+						   lq_ceiling_raise(LQ_CEILING_CLOCK,
+											now + LQ_CLOCK_MARGIN_US + 1,
+											now + LQ_CLOCK_RESERVE_US));
 	lq_file_dirty = true;
 	lq_flush = true;
 }
@@ -685,10 +752,8 @@ lq_durability_next_token(void)
 
 	if (token > Max(lq_shared->token_ceiling, lq_pending_token))
 	{
-		int64		ceiling = token + LQ_TOKEN_RESERVE;
-
-		lq_tables_token_write(ceiling);
-		lq_pending_token = ceiling;
+		lq_pending_token = lq_ceiling_raise(LQ_CEILING_TOKEN, token,
+											token + LQ_TOKEN_RESERVE);
 		lq_file_dirty = true;
 		lq_flush = true;
 	}
@@ -842,6 +907,8 @@ lq_durability_start(bool first_start)
 		lq_tables_clock_write(clock_ceiling);
 	if (seq_token < lq_shared->token_ceiling)
 		lq_tables_token_write(lq_shared->token_ceiling);
+	lq_ceilings_logged(Max(seq_clock, clock_ceiling),
+					   Max(seq_token, lq_shared->token_ceiling));
 	return now;
 }
 
@@ -918,6 +985,7 @@ lq_durability_stop(int64 last_clock)
 	lq_tables_clock_write(last_clock);
 	if (token > 0)
 		lq_tables_token_write(token);
+	lq_ceilings_logged(last_clock, token > 0 ? token : lq_tables_token_read());
 
 	hash_seq_init(&seq, lq_markers);
 	while ((m = hash_seq_search(&seq)) != NULL)

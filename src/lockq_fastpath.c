@@ -45,10 +45,11 @@
  * (lq_shmem_token_take); when the reserve is used up the backend falls back to
  * the lock server, which raises the ceiling.  While the lock server
  * rebuilds its state, and after a crash until every lock's delay is over,
- * the fast path is closed (ok); the lock server closes it under every
- * partition lock, so that no grant is half made, empties the table (its
- * grants are in lockq_session.c's and are loaded from there) and opens it
- * again when its state is loaded.
+ * the fast path is closed for its locks (ok[], one per lock server); the
+ * lock server closes it under every partition lock, so that no grant is
+ * half made, takes its locks' grants out of the table (they are in
+ * lockq_session.c's and are loaded from there) and opens it again when its
+ * state is loaded.
  *
  * Copyright (c) 2026, lockq developers
  * This file is part of lockq, released under the PostgreSQL License
@@ -97,9 +98,9 @@ StaticAssertDecl(LQ_FAST_BUCKETS % LQ_FAST_PARTITIONS == 0,
  *	  it: the lock server decides on such a read only what may come before
  *	  that grant (an answer that the lock is not held), and grants only a
  *	  lock it has entered (lq_fastpath_adopt with create, under the lock).
- *	  ok is written by the lock server (closed under every partition
+ *	  ok[i] is written by lock server i (closed under every partition
  *	  lock, lq_fastpath_stop) and read by backends (again) under the
- *	  partition lock before they grant or release.
+ *	  partition lock before they grant or release a lock of its.
  *	- per_slot[s] is atomic: it is changed with the table, under the
  *	  partition lock of the grant concerned, and two partitions' locks do
  *	  not exclude each other (the session grants one lock while the lock
@@ -109,7 +110,9 @@ StaticAssertDecl(LQ_FAST_BUCKETS % LQ_FAST_PARTITIONS == 0,
  */
 typedef struct LqFastShared
 {
-	pg_atomic_uint32 ok;		/* backends may grant and release here */
+	pg_atomic_uint32 ok[LQ_MAX_SERVERS];	/* backends may grant and release
+											 * the locks of lock server i
+											 * here */
 	pg_atomic_uint64 count;		/* grants in the table */
 	pg_atomic_uint32 inflight[LQ_FAST_BUCKETS];
 	int32		known[LQ_FAST_BUCKETS];
@@ -168,7 +171,8 @@ lq_fast_shmem_startup(void)
 		int			i;
 
 		memset(lq_fast, 0, lq_fast_shared_size());
-		pg_atomic_init_u32(&lq_fast->ok, 0);
+		for (i = 0; i < LQ_MAX_SERVERS; i++)
+			pg_atomic_init_u32(&lq_fast->ok[i], 0);
 		pg_atomic_init_u64(&lq_fast->count, 0);
 		for (i = 0; i < LQ_FAST_BUCKETS; i++)
 			pg_atomic_init_u32(&lq_fast->inflight[i], 0);
@@ -204,6 +208,17 @@ static inline uint32
 lq_fast_hash(const char *lock_id)
 {
 	return get_hash_value(lq_fast_table, lock_id);
+}
+
+/*
+ * lq_fast_ok: may backends grant and release locks of bucket here?  The
+ * lock server of the bucket's locks (bucket modulo the lock servers, as in
+ * lq_shmem_server_for) has opened the fast path for them.
+ */
+static inline bool
+lq_fast_ok(uint32 bucket)
+{
+	return pg_atomic_read_u32(&lq_fast->ok[bucket % (uint32) lq_shared->nservers]) != 0;
 }
 
 static inline LWLock *
@@ -254,15 +269,17 @@ lq_fastpath_grant(const char *lock_id, int slotno, int pid, int64 session_start,
 	LqFastGrant *e;
 	int64		token = 0;
 
-	if (lq_fast == NULL || !pg_atomic_read_u32(&lq_fast->ok) ||
+	if (lq_fast == NULL ||
 		pg_atomic_read_u32(&lq_fast->per_slot[slotno]) >= LQ_FAST_PER_BACKEND)
 		return 0;
 	hash = lq_fast_hash(lock_id);
 	bucket = hash % LQ_FAST_BUCKETS;
+	if (!lq_fast_ok(bucket))
+		return 0;
 	lock = lq_fast_lock(hash);
 
 	LWLockAcquire(lock, LW_EXCLUSIVE);
-	if (pg_atomic_read_u32(&lq_fast->ok) && lq_fast->known[bucket] == 0 &&
+	if (lq_fast_ok(bucket) && lq_fast->known[bucket] == 0 &&
 		pg_atomic_read_u32(&lq_fast->inflight[bucket]) == 0 &&
 		hash_search_with_hash_value(lq_fast_table, lock_id, hash, HASH_FIND,
 									NULL) == NULL &&
@@ -340,7 +357,7 @@ lq_fastpath_release(const char *lock_id, int64 token, int64 now)
 	LWLockAcquire(lock, LW_EXCLUSIVE);
 	e = hash_search_with_hash_value(lq_fast_table, lock_id, hash, HASH_FIND,
 									NULL);
-	if (e != NULL && e->token == token && pg_atomic_read_u32(&lq_fast->ok))
+	if (e != NULL && e->token == token && lq_fast_ok(hash % LQ_FAST_BUCKETS))
 	{
 		bool		expired;
 
@@ -429,10 +446,10 @@ lq_fast_unlock_all(void)
 }
 
 /*
- * lq_fastpath_adopt_slot takes every grant of the session in slot slotno out
- * of the table (its session ended) and returns them (palloc'd
- * LqFastGrant), counting their locks as known, as lq_fastpath_adopt does: the
- * caller makes them.  Lock server only.
+ * lq_fastpath_adopt_slot takes every grant of the session in slot slotno of
+ * the calling lock server's locks out of the table (its session ended) and
+ * returns them (palloc'd LqFastGrant), counting their locks as known, as
+ * lq_fastpath_adopt does: the caller makes them.  Lock server only.
  */
 List *
 lq_fastpath_adopt_slot(int slotno)
@@ -449,7 +466,7 @@ lq_fastpath_adopt_slot(int slotno)
 	{
 		LqFastGrant *copy;
 
-		if (e->slotno != slotno)
+		if (e->slotno != slotno || !lq_shmem_mine(e->lock_id))
 			continue;
 		copy = palloc(sizeof(LqFastGrant));
 		memcpy(copy, e, sizeof(LqFastGrant));
@@ -462,37 +479,39 @@ lq_fastpath_adopt_slot(int slotno)
 }
 
 /*
- * lq_fastpath_stop closes the fast path and empties the table, for a lock
- * server about to (re)build its state: every grant of the table is in
- * lockq_session.c's, and is loaded from there.  No lock counts as known
- * any more; the lock server counts again as it makes its locks.  Claims
- * stay: they are the backends'.
+ * lq_fastpath_stop closes the fast path for the calling lock server's locks
+ * and takes their grants out of the table, for a lock server about to
+ * (re)build its state: every grant of the table is in lockq_session.c's,
+ * and is loaded from there.  None of its locks counts as known any more
+ * (its buckets are those whose number modulo the lock servers' is its
+ * own, lq_shmem_server_for); it counts again as it makes its locks.
+ * Claims stay: they are the backends'.  Lock server only.
  */
 void
 lq_fastpath_stop(void)
 {
 	HASH_SEQ_STATUS seq;
 	LqFastGrant *e;
-	int			i;
+	int			b;
 
 	lq_fast_lock_all();
-	pg_atomic_write_u32(&lq_fast->ok, 0);
+	pg_atomic_write_u32(&lq_fast->ok[lq_my_server_no], 0);
 	hash_seq_init(&seq, lq_fast_table);
 	while ((e = hash_seq_search(&seq)) != NULL)
-		hash_search(lq_fast_table, e->lock_id, HASH_REMOVE, NULL);
-	pg_atomic_write_u64(&lq_fast->count, 0);
-	memset(lq_fast->known, 0, sizeof(lq_fast->known));
-	for (i = 0; i < MaxBackends; i++)
-		pg_atomic_write_u32(&lq_fast->per_slot[i], 0);
+		if (lq_shmem_mine(e->lock_id))
+			lq_fast_drop(e, lq_fast_hash(e->lock_id));
+	for (b = lq_my_server_no; b < LQ_FAST_BUCKETS; b += lq_shared->nservers)
+		lq_fast->known[b] = 0;
 	lq_fast_unlock_all();
 }
 
 /*
- * lq_fastpath_start opens the fast path: the lock server's state is loaded and
- * counted, and no lock is delayed as a whole.
+ * lq_fastpath_start opens the fast path for the calling lock server's
+ * locks: its state is loaded and counted, and no lock is delayed as a
+ * whole.  Lock server only.
  */
 void
 lq_fastpath_start(void)
 {
-	pg_atomic_write_u32(&lq_fast->ok, 1);
+	pg_atomic_write_u32(&lq_fast->ok[lq_my_server_no], 1);
 }

@@ -414,8 +414,7 @@ lq_publish_slot(int slotno, LqSlotStaged *st, bool *recheck, bool *freed)
 			}
 			break;
 		case LQ_STAGED_FREE:
-			lq_shmem_slot_free(slot);
-			*freed = true;
+			*freed = lq_shmem_slot_end_done(slot, lq_my_server_no);
 			break;
 	}
 	SpinLockRelease(&slot->mutex);

@@ -294,7 +294,8 @@ lq_load_waiter(const LqQueueRow *row, void *arg)
 
 /*
  * lq_load_backend_waiters puts back the lockq_get calls that were queued
- * when the worker restarted: slots still waiting, with their queue ts.
+ * when the worker restarted: slots still waiting, with their queue ts,
+ * whose requests went to this lock server.
  */
 static void
 lq_load_backend_waiters(void)
@@ -312,6 +313,12 @@ lq_load_backend_waiters(void)
 		int64		ts;
 
 		SpinLockAcquire(&slot->mutex);
+		if (slot->server != lq_my_server_no)
+		{
+			/* another lock server's request */
+			SpinLockRelease(&slot->mutex);
+			continue;
+		}
 		waiting = slot->queued_ts > 0 && slot->req.op == LQ_OP_GET &&
 			(slot->state == LQ_SLOT_ACTIVE || slot->state == LQ_SLOT_PENDING) &&
 			!slot->cancel_requested && !slot->session_ended;

@@ -66,6 +66,10 @@ static LqSlotStaged *lq_staged = NULL;
 static char *lq_servers = NULL;
 static Size lq_server_stride = 0;
 
+/* The lock raising the durable ceilings takes (lq_shmem_ceiling_lock). */
+#define LQ_CEILING_TRANCHE	"lockq ceilings"
+static LWLock *lq_ceiling_lock = NULL;
+
 /* The held hints (lq_hint_*), LQ_HELD_HINTS of them. */
 static LqHeldHint *lq_hints = NULL;
 
@@ -73,6 +77,8 @@ StaticAssertDecl(sizeof(LqHeldHint) == 128,
 				 "a held hint is 128 bytes, its head in the first 64");
 StaticAssertDecl(LQ_HINT_ID_LEN <= PG_UINT8_MAX,
 				 "a held hint's id length fits its uint8");
+StaticAssertDecl(LQ_HELD_HINTS == LQ_LOCK_BUCKETS,
+				 "a held hint's lock ids are one lock server's, its only writer");
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
@@ -92,6 +98,9 @@ lq_ring_size(void)
 
 /* The number of lock servers: one (doc/design/scaling.md). */
 #define LQ_NSERVERS		1
+
+StaticAssertDecl(LQ_NSERVERS >= 1 && LQ_NSERVERS <= LQ_MAX_SERVERS,
+				 "the lock servers fit LqSlot.ends_left");
 
 /* One lock server's part, its ring included, cache-line aligned. */
 static Size
@@ -143,6 +152,7 @@ lq_shmem_request(void)
 									add_size(add_size(lq_session_shmem_size(),
 													  lq_leases_shmem_size()),
 											 lq_fault_shmem_size())));
+	RequestNamedLWLockTranche(LQ_CEILING_TRANCHE, 1);
 	lq_session_shmem_request();
 	lq_leases_shmem_request();
 }
@@ -175,6 +185,7 @@ lq_shmem_startup(void)
 							   &found_hints);
 	lq_staged = ShmemInitStruct("lockq staged outcomes", lq_staged_size(),
 								&found_staged);
+	lq_ceiling_lock = &(GetNamedLWLockTranche(LQ_CEILING_TRANCHE))->lock;
 	lq_session_shmem_startup();
 	lq_leases_shmem_startup();
 	lq_fault_shmem_startup();
@@ -261,6 +272,16 @@ lq_shmem_init_hooks(void)
 	shmem_request_hook = lq_shmem_request;
 	prev_shmem_startup_hook = shmem_startup_hook;
 	shmem_startup_hook = lq_shmem_startup;
+}
+
+/*
+ * lq_shmem_ceiling_lock returns the LWLock under which the durable ceilings
+ * are raised (lockq_durability.c).
+ */
+LWLock *
+lq_shmem_ceiling_lock(void)
+{
+	return lq_ceiling_lock;
 }
 
 /*
@@ -1296,7 +1317,7 @@ lq_shmem_slot_drop_quick(LqSlot *slot, int server, int n)
  * backend with its BackendId: nothing of the old session stays in it.  The
  * caller holds the slot's mutex and wakes whoever waits on slot->freed.
  */
-void
+static void
 lq_shmem_slot_free(LqSlot *slot)
 {
 	slot->state = LQ_SLOT_FREE;
@@ -1307,6 +1328,32 @@ lq_shmem_slot_free(LqSlot *slot)
 	slot->pgprocno = -1;
 	slot->queued_ts = 0;
 	slot->server = 0;
+	slot->ends_left = 0;
+}
+
+/* lq_shmem_servers_mask returns a mask with a bit for every lock server. */
+uint32
+lq_shmem_servers_mask(void)
+{
+	return lq_shared->nservers == 32 ? PG_UINT32_MAX :
+		((uint32) 1 << lq_shared->nservers) - 1;
+}
+
+/*
+ * lq_shmem_slot_end_done records that lock server server has applied the
+ * end of the slot's session (its locks' grants and waits are gone), and
+ * frees the slot when it was the last to (lq_shmem_slot_free); returns
+ * whether it did, and then the caller wakes whoever waits on slot->freed.
+ * The caller holds the slot's mutex.
+ */
+bool
+lq_shmem_slot_end_done(LqSlot *slot, int server)
+{
+	slot->ends_left &= ~((uint32) 1 << server);
+	if (slot->ends_left != 0)
+		return false;
+	lq_shmem_slot_free(slot);
+	return true;
 }
 
 /*

@@ -21,6 +21,7 @@
 #include "port/atomics.h"
 #include "portability/instr_time.h"
 #include "storage/condition_variable.h"
+#include "storage/lwlock.h"
 #include "storage/spin.h"
 
 #include "lockq.h"
@@ -77,6 +78,19 @@ lq_entry_slot(LqEntry e)
  * lockq_release); at most this many wait per slot for the worker.
  */
 #define LQ_MAX_QUICK_RELEASES	4
+
+/*
+ * The most lock servers there can be: a session's end is a bit per lock
+ * server (LqSlot.ends_left), and a quick release's lock server a uint8.
+ */
+#define LQ_MAX_SERVERS			32
+
+/*
+ * lq_slot_ends_left: has slot's session ended, with lock server server yet
+ * to apply that end?  The caller holds the slot's mutex (LqSlot).
+ */
+#define lq_slot_ends_left(slot, server) \
+	((slot)->session_ended && ((slot)->ends_left & ((uint32) 1 << (server))) != 0)
 
 /*
  * Lock ids hash (hash_bytes of the id) to LQ_LOCK_BUCKETS buckets: the fast
@@ -146,7 +160,7 @@ typedef struct LqSlotStaged
  * Who writes what, under mutex: the backend claims a FREE slot (state,
  * pgprocno, pid, session_start), submits a request (req, reqid, submitted,
  * server, state PENDING), gives up on it (cancel_requested), ends its
- * session (session_ended), takes an answer (state IDLE), queues quick
+ * session (session_ended, ends_left), takes an answer (state IDLE), queues quick
  * releases (nquick, quick_tokens, quick_ids, quick_servers; each for the
  * lock server of its lock) and lists the session-bound grants its
  * transaction is fenced on (nfences, fences_overflow, fence_tokens; it
@@ -154,8 +168,9 @@ typedef struct LqSlotStaged
  * request (state ACTIVE), and when a batch is published records a waiter's
  * place (queued_ts), answers (res, state DONE), confirms a cancel (state
  * IDLE), drops the quick releases it applied (lq_shmem_slot_drop_quick:
- * its own, oldest first) and frees the slot of a session that ended
- * (lq_shmem_slot_free).
+ * its own, oldest first) and, once it has ended a session that ended,
+ * clears its bit in ends_left, the last one freeing the slot
+ * (lq_shmem_slot_end_done).
  */
 typedef struct LqSlot
 {
@@ -163,6 +178,8 @@ typedef struct LqSlot
 	LqSlotState state;
 	bool		cancel_requested;	/* backend gave up on the request */
 	bool		session_ended;	/* backend has exited */
+	uint32		ends_left;		/* its end: the lock servers that have not
+								 * applied it yet, a bit each */
 	int			pgprocno;		/* whose latch to set */
 	int			pid;
 	int64		session_start;	/* MyStartTimestamp of the session */
@@ -257,8 +274,9 @@ typedef struct LqHeldHint
  *	  stale value only delays or repeats a wake-up.
  *	- The pg_atomic_* fields need no lock: the lock server writes them, and
  *	  backends only read them.
- *	- batch_seq, sealed_batch and sealed_xid are the lock server's: it reads
- *	  and writes them without a lock, and so does its successor.
+ *	- batch_seq, sealed_batch, sealed_xid and grants_extoid are the lock
+ *	  server's: it reads and writes them without a lock, and so does its
+ *	  successor.
  *	- settled_cv is a condition variable, with its own locking.
  */
 typedef struct LqServer
@@ -301,6 +319,13 @@ typedef struct LqServer
 	TransactionId sealed_xid;
 
 	/*
+	 * The installation the session-bound grants of its locks
+	 * (lockq_session.c) and its quickly releasable leases (lockq_leases.c)
+	 * belong to.
+	 */
+	Oid			grants_extoid;
+
+	/*
 	 * The ring position up to which every arrival has been read and the
 	 * batch that read it published (lq_shmem_ring_settled), and the condition
 	 * variable broadcast when it moves: views wait on it for lazy arrivals
@@ -337,7 +362,9 @@ typedef struct LqGauges
  *	  fence_gen and dropping_pid, which backends write; and stats[],
  *	  queue_max and stats_reset, which backends change too
  *	  (lq_shmem_stat_add, lockq_stats_reset).
- *	- The other plain fields (token_ceiling, grants_extoid, clock_offset,
+ *	- token_logged and clock_logged are under lq_shmem_ceiling_lock, which
+ *	  a lock server also holds to raise token_ceiling.
+ *	- The other plain fields (token_ceiling, clock_offset,
  *	  started, start_*) are the lock server's: it reads and writes them
  *	  without a lock.  Backends read three of them, without a lock:
  *	  token_ceiling in lq_shmem_token_take (a stale value only makes it
@@ -362,8 +389,16 @@ typedef struct LqShared
 	 */
 	pg_atomic_uint64 token_high;
 	int64		token_ceiling;
-	Oid			grants_extoid;	/* the installation the session-bound
-								 * grants (lockq_session.c) belong to */
+
+	/*
+	 * The last ceilings written to the token and clock sequences (WAL-logged,
+	 * perhaps not flushed yet) in this shared-memory lifetime, 0 before the
+	 * lock server's start; under lq_shmem_ceiling_lock, as are the writes
+	 * themselves and, with several lock servers, token_ceiling's
+	 * (lockq_durability.c, lq_ceiling_raise).
+	 */
+	int64		token_logged;
+	int64		clock_logged;
 
 	pg_atomic_uint64 fence_gen; /* bumped when a fenced transaction ends */
 	pg_atomic_uint32 spinners;	/* processes spinning for lockq now: the
@@ -426,6 +461,7 @@ extern LqSlot *lq_slots;
 extern LqServer *lq_my_server;
 extern int	lq_my_server_no;
 extern void lq_shmem_init_hooks(void);
+extern LWLock *lq_shmem_ceiling_lock(void);
 extern LqServer *lq_shmem_server(int i);
 extern int	lq_shmem_server_for(const char *lock_id);
 extern bool lq_shmem_mine(const char *lock_id);
@@ -469,7 +505,8 @@ extern bool lq_shmem_slot_quick(const LqSlot *slot, int server, int k,
 extern void lq_shmem_slot_queue_quick(LqSlot *slot, const char *lock_id,
 									  int64 token);
 extern void lq_shmem_slot_drop_quick(LqSlot *slot, int server, int n);
-extern void lq_shmem_slot_free(LqSlot *slot);
+extern uint32 lq_shmem_servers_mask(void);
+extern bool lq_shmem_slot_end_done(LqSlot *slot, int server);
 
 
 #endif							/* LOCKQ_SHMEM_H */

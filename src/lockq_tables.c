@@ -590,6 +590,20 @@ lq_setval(Oid seq, int64 value)
 	DirectFunctionCall2(setval_oid, ObjectIdGetDatum(seq), Int64GetDatum(value));
 }
 
+/*
+ * lq_tables_seqs_lock takes the lock a setval of the clock or the token
+ * sequence takes (RowExclusiveLock; a batch normally holds it already,
+ * lq_tables_try_lock), so that a setval made under an LWLock
+ * (lockq_durability.c, lq_ceiling_raise) never waits for a heavyweight
+ * lock.  Raises an ERROR if the sequences are gone.
+ */
+void
+lq_tables_seqs_lock(void)
+{
+	LockRelationOid(lq_token_seq, RowExclusiveLock);
+	LockRelationOid(lq_clock_seq, RowExclusiveLock);
+}
+
 void
 lq_tables_clock_write(int64 ceiling)
 {

@@ -94,6 +94,7 @@ extern void lq_tables_owner_update(ItemPointer tid, const LqOwnerRow *row);
 extern void lq_tables_queue_insert(const LqQueueRow *row, ItemPointer tid);
 extern void lq_tables_queue_delete(ItemPointer tid);
 extern int64 lq_tables_clock_read(void);
+extern void lq_tables_seqs_lock(void);
 extern void lq_tables_clock_write(int64 ceiling);
 extern int64 lq_tables_token_read(void);
 extern void lq_tables_token_write(int64 ceiling);

@@ -216,7 +216,9 @@ typedef struct LqSlotView
 {
 	LqSlotState state;
 	bool		cancel;			/* the backend gave up on its request */
-	bool		ended;			/* the backend has exited */
+	bool		ended;			/* the backend has exited, and this lock
+								 * server has not applied that yet */
+	bool		mine;			/* the request went to this lock server */
 	uint64		reqid;
 	int			pid;
 	int64		start;
@@ -317,7 +319,7 @@ lq_apply_gone(int64 now)
 static void
 lq_handle_gave_up(int slotno, const LqSlotView *v, int64 now)
 {
-	bool		undo = v->cancel && v->state == LQ_SLOT_DONE;
+	bool		undo = v->mine && v->cancel && v->state == LQ_SLOT_DONE;
 
 	if (lq_blocked != NULL &&
 		(undo || (v->ended && lq_rules_session_holds(slotno))))
@@ -325,7 +327,7 @@ lq_handle_gave_up(int slotno, const LqSlotView *v, int64 now)
 		lq_postpone_gone(slotno, v, undo, now);
 		return;
 	}
-	if (v->cancel)
+	if (v->mine && v->cancel)
 	{
 		if (v->state == LQ_SLOT_ACTIVE)
 			lq_rules_cancel_wait(slotno, v->reqid, now);
@@ -344,8 +346,10 @@ lq_handle_gave_up(int slotno, const LqSlotView *v, int64 now)
 /*
  * lq_handle_slot looks at one slot: a new request is applied; a request
  * the backend gave up on is withdrawn (or its grant undone); a finished
- * session is cleaned up and its slot freed.  Idempotent, so stale ring
- * entries are harmless.
+ * session is cleaned up and its slot freed.  A request is this lock
+ * server's only if it went to it (LqSlot.server); a session's end is every
+ * lock server's, each for its own locks, and the last to apply it frees
+ * the slot.  Idempotent, so stale ring entries are harmless.
  *
  * While lockq's relations cannot be locked (lq_blocked), only what touches
  * nothing but memory is done: a waiting lockq_get is withdrawn, a session
@@ -360,6 +364,7 @@ lq_handle_slot(int slotno, int64 now)
 	LqSlot	   *slot = &lq_slots[slotno];
 	LqSlotView	v;
 	bool		refuse = false;
+	bool		skip;
 
 	if (lq_outbox_answered(slotno))
 		return;					/* answered in this batch; rechecked later */
@@ -380,11 +385,14 @@ lq_handle_slot(int slotno, int64 now)
 	SpinLockAcquire(&slot->mutex);
 	v.state = slot->state;
 	v.cancel = slot->cancel_requested;
-	v.ended = slot->session_ended;
+	v.mine = slot->server == lq_my_server_no;
+	v.ended = lq_slot_ends_left(slot, lq_my_server_no);
+	/* another lock server's request, or an end this one has applied */
+	skip = slot->session_ended ? !v.ended : !v.mine;
 	v.reqid = slot->reqid;
 	v.pid = slot->pid;
 	v.start = slot->session_start;
-	if (v.state == LQ_SLOT_PENDING && !v.cancel && !v.ended)
+	if (v.state == LQ_SLOT_PENDING && !v.cancel && !slot->session_ended)
 	{
 		refuse = lq_blocked != NULL &&
 			now - slot->submitted >= (int64) lockq_table_lock_timeout * 1000;
@@ -395,7 +403,7 @@ lq_handle_slot(int slotno, int64 now)
 	v.res = slot->res;
 	SpinLockRelease(&slot->mutex);
 
-	if (v.state == LQ_SLOT_FREE)
+	if (v.state == LQ_SLOT_FREE || skip)
 		return;
 	if (v.cancel || v.ended)
 	{
@@ -516,10 +524,7 @@ lq_fail_slot(int slotno, const LqResult *res)
 
 	SpinLockAcquire(&slot->mutex);
 	if (slot->session_ended)
-	{
-		lq_shmem_slot_free(slot);
-		freed = true;
-	}
+		freed = lq_shmem_slot_end_done(slot, lq_my_server_no);
 	else if (slot->cancel_requested)
 	{
 		slot->state = LQ_SLOT_IDLE;
@@ -582,7 +587,7 @@ lq_slots_in_flight(void)
 			!lq_rules_is_waiting(i, slot->reqid) && !lq_outbox_answered(i))
 			slot->state = LQ_SLOT_PENDING;
 		busy = slot->state != LQ_SLOT_FREE &&
-			(slot->session_ended ||
+			(lq_slot_ends_left(slot, lq_my_server_no) ||
 			 (mine && (slot->state != LQ_SLOT_IDLE || slot->cancel_requested)) ||
 			 lq_shmem_slot_nquick(slot, lq_my_server_no) > 0);
 		SpinLockRelease(&slot->mutex);
@@ -601,7 +606,8 @@ lq_slots_in_flight(void)
 
 		SpinLockAcquire(&slot->mutex);
 		nquick = lq_shmem_slot_nquick(slot, lq_my_server_no);
-		request = slot->server == lq_my_server_no || slot->session_ended;
+		request = slot->server == lq_my_server_no ||
+			lq_slot_ends_left(slot, lq_my_server_no);
 		SpinLockRelease(&slot->mutex);
 		for (k = 0; k < nquick; k++)
 			entries = lappend_int(entries, lq_entry_quick(slotno));
@@ -992,11 +998,11 @@ lq_recover_installation(void)
 	Oid			extoid;
 	bool		installed = lq_tables_installed(&extoid);
 
-	if (!installed || extoid != lq_shared->grants_extoid)
+	if (!installed || extoid != lq_my_server->grants_extoid)
 	{
 		lq_session_clear();
 		lq_leases_clear();
-		lq_shared->grants_extoid = installed ? extoid : InvalidOid;
+		lq_my_server->grants_extoid = installed ? extoid : InvalidOid;
 	}
 	lq_ext_oid = installed ? extoid : InvalidOid;
 	return installed;
