@@ -32,6 +32,8 @@
 #include "lockq_fastpath.h"
 #include "lockq_fault.h"
 #include "lockq_guc.h"
+#include "lockq_leases.h"
+#include "lockq_session.h"
 #include "lockq_shmem.h"
 #include "lockq_worker.h"
 
@@ -55,6 +57,8 @@ _PG_init(void)
 	MarkGUCPrefixReserved("lockq");
 
 	lq_shmem_init_hooks();
+	lq_session_init_hooks();
+	lq_leases_init_hooks();
 	lq_fastpath_init_hooks();
 	lq_hooks_install();
 	lq_worker_register();

@@ -62,6 +62,7 @@
 #include "postgres.h"
 
 #include "miscadmin.h"
+#include "storage/ipc.h"
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
 #include "utils/hsearch.h"
@@ -154,29 +155,38 @@ lq_leases_capacity(void)
 	return lq_leases_max();
 }
 
-Size
-lq_leases_shmem_size(void)
-{
-	return add_size(hash_estimate_size(lq_leases_max(), sizeof(LqLeaseEntry)),
-					sizeof(LqLeasesEnded));
-}
+static shmem_request_hook_type prev_shmem_request_hook = NULL;
+static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 
-void
+/*
+ * lq_leases_shmem_request asks for the table's shared memory and its
+ * LWLock.
+ */
+static void
 lq_leases_shmem_request(void)
 {
+	if (prev_shmem_request_hook)
+		prev_shmem_request_hook();
+	RequestAddinShmemSpace(add_size(hash_estimate_size(lq_leases_max(),
+													   sizeof(LqLeaseEntry)),
+									sizeof(LqLeasesEnded)));
 	RequestNamedLWLockTranche(LQ_LEASES_TRANCHE, 1);
 }
 
 /*
- * lq_leases_shmem_startup creates or attaches to the table.  Called with
- * AddinShmemInitLock held; every entry is allocated up front.
+ * lq_leases_shmem_startup creates or attaches to the table; every entry is
+ * allocated up front.
  */
-void
+static void
 lq_leases_shmem_startup(void)
 {
 	HASHCTL		info;
 	bool		found;
 
+	if (prev_shmem_startup_hook)
+		prev_shmem_startup_hook();
+
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
 	lq_leases_lock = &(GetNamedLWLockTranche(LQ_LEASES_TRANCHE))->lock;
 	lq_leases_ended = ShmemInitStruct("lockq ended quick leases",
 									  sizeof(LqLeasesEnded), &found);
@@ -188,6 +198,20 @@ lq_leases_shmem_startup(void)
 	lq_leases = ShmemInitHash("lockq quick leases",
 							  lq_leases_max(), lq_leases_max(),
 							  &info, HASH_ELEM | HASH_STRINGS);
+	LWLockRelease(AddinShmemInitLock);
+}
+
+/*
+ * lq_leases_init_hooks installs the shared-memory hooks, chaining whatever
+ * was there.
+ */
+void
+lq_leases_init_hooks(void)
+{
+	prev_shmem_request_hook = shmem_request_hook;
+	shmem_request_hook = lq_leases_shmem_request;
+	prev_shmem_startup_hook = shmem_startup_hook;
+	shmem_startup_hook = lq_leases_shmem_startup;
 }
 
 /*

@@ -32,10 +32,8 @@ typedef struct LqLeaseGrant
 	bool		kept;			/* its entry stays */
 } LqLeaseGrant;
 
-/* Shared memory (lockq_shmem.c calls these from its hooks). */
-extern Size lq_leases_shmem_size(void);
-extern void lq_leases_shmem_request(void);
-extern void lq_leases_shmem_startup(void);
+/* Shared memory: lockq.c installs the hooks. */
+extern void lq_leases_init_hooks(void);
 
 /* Backends. */
 extern bool lq_leases_mark_released(const char *lock_id, const char *owner,

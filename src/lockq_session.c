@@ -50,6 +50,7 @@
 #include "postgres.h"
 
 #include "miscadmin.h"
+#include "storage/ipc.h"
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
 #include "utils/hsearch.h"
@@ -89,32 +90,37 @@ lq_session_room(void)
 	return (long) lq_session_max() + (long) LQ_FAST_PER_BACKEND * MaxBackends;
 }
 
-Size
-lq_session_shmem_size(void)
-{
-	return hash_estimate_size(lq_session_room(), sizeof(LqSessionGrant));
-}
+static shmem_request_hook_type prev_shmem_request_hook = NULL;
+static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 
 /*
- * lq_session_shmem_request asks for the LWLock; lockq_shmem.c adds the
- * table's size to its request.
+ * lq_session_shmem_request asks for the table's shared memory and its
+ * LWLock.
  */
-void
+static void
 lq_session_shmem_request(void)
 {
+	if (prev_shmem_request_hook)
+		prev_shmem_request_hook();
+	RequestAddinShmemSpace(hash_estimate_size(lq_session_room(),
+											  sizeof(LqSessionGrant)));
 	RequestNamedLWLockTranche(LQ_LWLOCK_TRANCHE, 1);
 }
 
 /*
- * lq_session_shmem_startup creates or attaches to the table.  Called with
- * AddinShmemInitLock held.  All entries are allocated up front, so the
- * table never competes with anything else for shared memory.
+ * lq_session_shmem_startup creates or attaches to the table.  All entries
+ * are allocated up front, so the table never competes with anything else
+ * for shared memory.
  */
-void
+static void
 lq_session_shmem_startup(void)
 {
 	HASHCTL		info;
 
+	if (prev_shmem_startup_hook)
+		prev_shmem_startup_hook();
+
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
 	lq_session_lock = &(GetNamedLWLockTranche(LQ_LWLOCK_TRANCHE))->lock;
 	memset(&info, 0, sizeof(info));
 	info.keysize = sizeof(int64);
@@ -122,6 +128,20 @@ lq_session_shmem_startup(void)
 	lq_session_grants = ShmemInitHash("lockq session grants",
 									  lq_session_room(), lq_session_room(),
 									  &info, HASH_ELEM | HASH_BLOBS);
+	LWLockRelease(AddinShmemInitLock);
+}
+
+/*
+ * lq_session_init_hooks installs the shared-memory hooks, chaining whatever
+ * was there.
+ */
+void
+lq_session_init_hooks(void)
+{
+	prev_shmem_request_hook = shmem_request_hook;
+	shmem_request_hook = lq_session_shmem_request;
+	prev_shmem_startup_hook = shmem_startup_hook;
+	shmem_startup_hook = lq_session_shmem_startup;
 }
 
 /*

@@ -84,9 +84,7 @@ typedef struct LqSessionGrant
 	int64		staged_expires; /* LQ_GRANT_OP_PUT, _ENDED: the new lease end */
 } LqSessionGrant;
 
-extern Size lq_session_shmem_size(void);
-extern void lq_session_shmem_request(void);
-extern void lq_session_shmem_startup(void);
+extern void lq_session_init_hooks(void);
 extern int	lq_session_max(void);
 extern void lq_session_stage(LqGrantOp op, const LqSessionGrant *g,
 							 uint64 batch);

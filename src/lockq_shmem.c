@@ -41,8 +41,6 @@
 
 #include "lockq_fault.h"
 #include "lockq_guc.h"
-#include "lockq_leases.h"
-#include "lockq_session.h"
 #include "lockq_shmem.h"
 
 LqShared   *lq_shared = NULL;
@@ -149,12 +147,8 @@ lq_shmem_request(void)
 													  lq_slots_size()),
 											 add_size(lq_hints_size(),
 													  lq_staged_size())),
-									add_size(add_size(lq_session_shmem_size(),
-													  lq_leases_shmem_size()),
-											 lq_fault_shmem_size())));
+									lq_fault_shmem_size()));
 	RequestNamedLWLockTranche(LQ_CEILING_TRANCHE, 1);
-	lq_session_shmem_request();
-	lq_leases_shmem_request();
 }
 
 /*
@@ -186,8 +180,6 @@ lq_shmem_startup(void)
 	lq_staged = ShmemInitStruct("lockq staged outcomes", lq_staged_size(),
 								&found_staged);
 	lq_ceiling_lock = &(GetNamedLWLockTranche(LQ_CEILING_TRANCHE))->lock;
-	lq_session_shmem_startup();
-	lq_leases_shmem_startup();
 	lq_fault_shmem_startup();
 
 	if (!found_shared)
