@@ -36,7 +36,7 @@ OBJS = src/lockq.o src/lockq_call.o src/lockq_clock.o src/lockq_durability.o \
 	   src/lockq_fastpath.o src/lockq_fault.o src/lockq_fences.o \
 	   src/lockq_guc.o src/lockq_hooks.o src/lockq_leases.o src/lockq_maint.o \
 	   src/lockq_outbox.o src/lockq_policy.o src/lockq_recovery.o \
-	   src/lockq_rules.o src/lockq_session.o src/lockq_shmem.o \
+	   src/lockq_roles.o src/lockq_rules.o src/lockq_session.o src/lockq_shmem.o \
 	   src/lockq_sql.o src/lockq_statefile.o src/lockq_tables.o \
 	   src/lockq_views.o src/lockq_worker.o
 DATA = $(wildcard sql/lockq--*.sql)

@@ -51,6 +51,7 @@
 #include "lockq_guc.h"
 #include "lockq_leases.h"
 #include "lockq_outbox.h"
+#include "lockq_roles.h"
 #include "lockq_rules.h"
 #include "lockq_rules_int.h"
 #include "lockq_session.h"
@@ -94,15 +95,6 @@ typedef struct LqSession
 								 * progress is for */
 } LqSession;
 
-/* What one role has in the lock table, for its limits. */
-typedef struct LqRoleUsage
-{
-	Oid			role;			/* hash key, must be first */
-	int			owner_locks;	/* grants with an explicit owner */
-	int			waiters;
-	int			session_locks;	/* session-bound grants */
-} LqRoleUsage;
-
 
 static MemoryContext lq_rules_cxt = NULL;
 static HTAB *lq_locks = NULL;
@@ -119,7 +111,6 @@ static int64 lq_nholders = 0;
 static int	lq_nsession_grants = 0; /* in lockq_session.c, or about to be */
 static int	lq_nquick = 0;		/* grants in lockq_leases.c, or about to be */
 static int	lq_ndelayed = 0;	/* locks delayed after a restart */
-static HTAB *lq_roles = NULL;	/* LqRoleUsage by role */
 static int64 lq_delay_max = 0;	/* the latest of their ends */
 static int64 lq_all_until = 0;	/* after a crash with every lock unsettled
 								 * (the wide marker): no lock is granted
@@ -290,6 +281,8 @@ lq_rules_reset(void)
 
 	MemoryContextReset(lq_rules_cxt);
 	lq_shmem_hint_reset();
+	lq_roles_attach();
+	lq_roles_forget_mine();
 	old = MemoryContextSwitchTo(lq_rules_cxt);
 
 	memset(&ctl, 0, sizeof(ctl));
@@ -305,13 +298,6 @@ lq_rules_reset(void)
 	ctl.hcxt = lq_rules_cxt;
 	lq_waiters = hash_create("lockq waiters", 1024, &ctl,
 							 HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
-
-	memset(&ctl, 0, sizeof(ctl));
-	ctl.keysize = sizeof(Oid);
-	ctl.entrysize = sizeof(LqRoleUsage);
-	ctl.hcxt = lq_rules_cxt;
-	lq_roles = hash_create("lockq role usage", 64, &ctl,
-						   HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 
 	lq_timers = pairingheap_allocate(lq_group_cmp, NULL);
 	memset(&ctl, 0, sizeof(ctl));
@@ -389,38 +375,6 @@ lq_queue_length_changed(int from, int to)
 	}
 	else if (from == lq_longest && lq_qlen_locks[from] == 0)
 		lq_longest = to;
-}
-
-/*
- * lq_role_usage returns what role has in the lock table (created empty).
- */
-static LqRoleUsage *
-lq_role_usage(Oid role)
-{
-	bool		found;
-	LqRoleUsage *u = hash_search(lq_roles, &role, HASH_ENTER, &found);
-
-	if (!found)
-	{
-		u->owner_locks = 0;
-		u->waiters = 0;
-		u->session_locks = 0;
-	}
-	return u;
-}
-
-/*
- * lq_role_count adds delta to one of role's counts (by its offset in
- * LqRoleUsage), and forgets a role that has nothing left.
- */
-static void
-lq_role_count(Oid role, size_t field, int delta)
-{
-	LqRoleUsage *u = lq_role_usage(role);
-
-	*(int *) ((char *) u + field) += delta;
-	if (u->owner_locks == 0 && u->waiters == 0 && u->session_locks == 0)
-		(void) hash_search(lq_roles, &role, HASH_REMOVE, NULL);
 }
 
 static char *
@@ -828,10 +782,10 @@ lq_rules_hold(LqLock *lock, const LqHolder *h)
 	if (h->in_shmem)
 	{
 		lq_nsession_grants++;
-		lq_role_count(h->role, offsetof(LqRoleUsage, session_locks), 1);
+		lq_roles_count(h->role, LQ_ROLE_SESSION_LOCKS, 1);
 	}
 	else
-		lq_role_count(h->role, offsetof(LqRoleUsage, owner_locks), 1);
+		lq_roles_count(h->role, LQ_ROLE_OWNER_LOCKS, 1);
 }
 
 /*
@@ -1187,7 +1141,7 @@ lq_rules_waiter_create(LqLock *lock, const LqWaiterSpec *spec)
 	lock->nwaiters++;
 	lq_queue_length_changed(lock->nwaiters - 1, lock->nwaiters);
 	lq_nwaiters++;
-	lq_role_count(spec->role, offsetof(LqRoleUsage, waiters), 1);
+	lq_roles_count(spec->role, LQ_ROLE_WAITERS, 1);
 
 	if (fresh)
 		lq_shmem_stat_add(LQ_STAT_ENQUEUES, 1);
@@ -1252,7 +1206,7 @@ lq_waiter_remove(LqWaiter *w, bool delete_row)
 	lock->nwaiters--;
 	lq_queue_length_changed(lock->nwaiters + 1, lock->nwaiters);
 	lq_nwaiters--;
-	lq_role_count(w->role, offsetof(LqRoleUsage, waiters), -1);
+	lq_roles_count(w->role, LQ_ROLE_WAITERS, -1);
 	lq_timer_disarm(&w->timer);
 	if (w->await_slot >= 0)
 	{
@@ -1509,8 +1463,8 @@ lq_finish_end(LqLock *lock, int64 now)
 	lq_strfree(&lock->owner);
 	lq_strfree(&lock->channel);
 	lq_nholders--;
-	lq_role_count(lock->role, session_bound ? offsetof(LqRoleUsage, session_locks) :
-				  offsetof(LqRoleUsage, owner_locks), -1);
+	lq_roles_count(lock->role, session_bound ? LQ_ROLE_SESSION_LOCKS :
+				   LQ_ROLE_OWNER_LOCKS, -1);
 	lq_grant_next(lock, now);
 }
 
@@ -1672,7 +1626,6 @@ static bool
 lq_refuse_over_limit(int slotno, uint64 reqid, const LqRequest *req,
 					 LqLimitKind kind)
 {
-	LqRoleUsage *u = hash_search(lq_roles, &req->role, HASH_FIND, NULL);
 	int			have;
 	int			limit;
 	LqError		error;
@@ -1685,19 +1638,19 @@ lq_refuse_over_limit(int slotno, uint64 reqid, const LqRequest *req,
 	}
 	if (kind == LQ_LIMIT_WAIT)
 	{
-		have = u ? u->waiters : 0;
+		have = lq_roles_have(req->role, LQ_ROLE_WAITERS);
 		limit = req->max_waiters;
 		error = LQ_ERR_ROLE_WAITERS;
 	}
 	else if (req->session_owner)
 	{
-		have = u ? u->session_locks : 0;
+		have = lq_roles_have(req->role, LQ_ROLE_SESSION_LOCKS);
 		limit = req->max_session_locks;
 		error = LQ_ERR_ROLE_SESSION_LOCKS;
 	}
 	else
 	{
-		have = u ? u->owner_locks : 0;
+		have = lq_roles_have(req->role, LQ_ROLE_OWNER_LOCKS);
 		limit = req->max_owner_locks;
 		error = LQ_ERR_ROLE_OWNER_LOCKS;
 	}

@@ -23,6 +23,8 @@
 #include "storage/condition_variable.h"
 #include "storage/lwlock.h"
 #include "storage/spin.h"
+#include "lib/dshash.h"
+#include "utils/dsa.h"
 
 #include "lockq.h"
 
@@ -399,6 +401,15 @@ typedef struct LqShared
 	 */
 	int64		token_logged;
 	int64		clock_logged;
+
+	/*
+	 * What each role has in the lock servers' state (lockq_roles.c): a
+	 * dshash table in a DSA area, made by the first lock server in this
+	 * shared-memory lifetime; set under AddinShmemInitLock.
+	 */
+	dsa_handle	roles_area;		/* DSM_HANDLE_INVALID: not made yet */
+	dshash_table_handle roles_table;
+	int			roles_tranche;
 
 	pg_atomic_uint64 fence_gen; /* bumped when a fenced transaction ends */
 	pg_atomic_uint32 spinners;	/* processes spinning for lockq now: the

@@ -108,5 +108,39 @@ ok(scalar_query($node, 'SELECT lockq_now()') > $now_before,
 ok(scalar_query($node, "SELECT lockq_try('T2', 'a')") > $tok_before,
 	'tokens keep increasing across a worker restart');
 
+# What a role has counts the same after a restart (the lock server counts
+# its state again from what it loads, its old counts gone): a role at its
+# limit of two grants with an owner is refused a third before and after,
+# gets it once one of the two is released (not refused as if it had four,
+# nor let past as if it had none), and is then at its limit again.
+$node->safe_psql('postgres',
+	"CREATE ROLE lim LOGIN; SELECT lockq_set_role_limits('lim', max_owner_locks => 2)");
+sub as_lim
+{
+	my ($sql) = @_;
+	return $node->safe_psql('postgres', $sql, extra_params => [ '-U', 'lim' ]);
+}
+my $t_l1 = as_lim("SELECT lockq_try('limit1', 'x', '1 hour')");
+as_lim("SELECT lockq_try('limit2', 'x', '1 hour')");
+sub refused_at_limit
+{
+	my ($id) = @_;
+	my ($ret, $out, $err) = $node->psql('postgres',
+		"SELECT lockq_try('$id', 'x', '1 hour')",
+		extra_params => [ '-U', 'lim' ]);
+	return $ret != 0
+	  && $err =~ /as many locks with an owner as its limit allows \(2\)/;
+}
+ok(refused_at_limit('limit3'),
+	'a third grant with an owner is refused at the limit');
+restart_worker(worker_pid($node));
+ok(refused_at_limit('limit3'),
+	'and still refused after a restart of the lock server');
+is(as_lim("SELECT lockq_release('limit1', 'x', $t_l1)"), 't',
+	'one of the two released');
+like(as_lim("SELECT lockq_try('limit3', 'x', '1 hour')"), qr/^\d+$/,
+	'then the third is granted: the restart did not count the grants twice');
+ok(refused_at_limit('limit4'), 'and a fourth is refused again');
+
 $node->stop;
 done_testing();

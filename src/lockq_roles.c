@@ -1,0 +1,171 @@
+/*-------------------------------------------------------------------------
+ *
+ * lockq_roles.c
+ *		What each role has in the lock servers' state (grants with an
+ *		owner, waiters, session-bound grants), for its limits
+ *		(lockq.max_*_per_role, lockq_set_role_limits).
+ *
+ * A role's limits count over all of its locks, and with several lock
+ * servers (doc/design/scaling.md) its locks are spread over them, so the
+ * counts live in shared memory: a dshash table keyed by role, in a DSA
+ * area that the first lock server of a shared-memory lifetime creates and
+ * pins, and every later one attaches to.  A role's entry has a count per
+ * lock server, which only that lock server changes: one that rebuilds its
+ * state (a failed batch, a restart) zeroes its own column and counts again
+ * as it loads (lq_roles_forget_mine).  An entry whose counts are all zero
+ * is removed, so the table holds only the roles that hold or wait for a
+ * lock; it grows with them, as the lock server's own memory does.
+ *
+ * Locking: dshash's partition locks, taken by each call below for the one
+ * entry it reads or changes (dshash_find, dshash_find_or_insert); the
+ * table's creation under AddinShmemInitLock.  Each count is written by
+ * one lock server only, so a read of another's is a snapshot that may be
+ * a batch old.
+ *
+ * Copyright (c) 2026, lockq developers
+ * This file is part of lockq, released under the PostgreSQL License
+ * (see LICENSE).
+ *
+ * IDENTIFICATION
+ *		src/lockq_roles.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "lib/dshash.h"
+#include "storage/lwlock.h"
+#include "utils/dsa.h"
+
+#include "lockq_roles.h"
+#include "lockq_shmem.h"
+
+#define LQ_ROLES_TRANCHE	"lockq role usage"
+
+/* One role's entry. */
+typedef struct LqRoleEntry
+{
+	Oid			role;			/* hash key, must be first */
+	int32		count[LQ_MAX_SERVERS][LQ_ROLE_NCOUNTS];
+} LqRoleEntry;
+
+static dsa_area *lq_roles_area = NULL;
+static dshash_table *lq_roles_table = NULL;
+
+static dshash_parameters lq_roles_params = {
+	sizeof(Oid),
+	sizeof(LqRoleEntry),
+	dshash_memcmp,
+	dshash_memhash,
+	0							/* set from lq_shared->roles_tranche */
+};
+
+/*
+ * lq_roles_attach creates the table (the first lock server of this
+ * shared-memory lifetime) or attaches to it, once per process.  Raises an
+ * ERROR if dynamic shared memory cannot be had.
+ */
+void
+lq_roles_attach(void)
+{
+	if (lq_roles_table != NULL)
+		return;
+
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	if (lq_shared->roles_area == DSM_HANDLE_INVALID)
+	{
+		lq_shared->roles_tranche = LWLockNewTrancheId();
+		LWLockRegisterTranche(lq_shared->roles_tranche, LQ_ROLES_TRANCHE);
+		lq_roles_params.tranche_id = lq_shared->roles_tranche;
+		lq_roles_area = dsa_create(lq_shared->roles_tranche);
+		dsa_pin(lq_roles_area);
+		dsa_pin_mapping(lq_roles_area);
+		lq_roles_table = dshash_create(lq_roles_area, &lq_roles_params, NULL);
+		lq_shared->roles_table = dshash_get_hash_table_handle(lq_roles_table);
+		lq_shared->roles_area = dsa_get_handle(lq_roles_area);
+	}
+	else
+	{
+		LWLockRegisterTranche(lq_shared->roles_tranche, LQ_ROLES_TRANCHE);
+		lq_roles_params.tranche_id = lq_shared->roles_tranche;
+		lq_roles_area = dsa_attach(lq_shared->roles_area);
+		dsa_pin_mapping(lq_roles_area);
+		lq_roles_table = dshash_attach(lq_roles_area, &lq_roles_params,
+									   lq_shared->roles_table, NULL);
+	}
+	LWLockRelease(AddinShmemInitLock);
+}
+
+/* lq_role_empty: has the entry nothing left in any lock server? */
+static bool
+lq_role_empty(const LqRoleEntry *e)
+{
+	int			i;
+	int			k;
+
+	for (i = 0; i < lq_shared->nservers; i++)
+		for (k = 0; k < LQ_ROLE_NCOUNTS; k++)
+			if (e->count[i][k] != 0)
+				return false;
+	return true;
+}
+
+/*
+ * lq_roles_count adds delta to the calling lock server's count of what for
+ * role, and removes a role that has nothing left.  Raises an ERROR only if
+ * the table cannot grow (out of memory).
+ */
+void
+lq_roles_count(Oid role, LqRoleCount what, int delta)
+{
+	LqRoleEntry *e;
+	bool		found;
+
+	e = dshash_find_or_insert(lq_roles_table, &role, &found);
+	if (!found)
+		memset(e->count, 0, sizeof(e->count));
+	e->count[lq_my_server_no][what] += delta;
+	if (lq_role_empty(e))
+		dshash_delete_entry(lq_roles_table, e);
+	else
+		dshash_release_lock(lq_roles_table, e);
+}
+
+/*
+ * lq_roles_have returns what role has of what, over all lock servers.
+ */
+int
+lq_roles_have(Oid role, LqRoleCount what)
+{
+	LqRoleEntry *e = dshash_find(lq_roles_table, &role, false);
+	int			have = 0;
+	int			i;
+
+	if (e == NULL)
+		return 0;
+	for (i = 0; i < lq_shared->nservers; i++)
+		have += e->count[i][what];
+	dshash_release_lock(lq_roles_table, e);
+	return have;
+}
+
+/*
+ * lq_roles_forget_mine zeroes the calling lock server's counts, for a
+ * rebuild of its state, which counts again as it loads; roles left with
+ * nothing are removed.
+ */
+void
+lq_roles_forget_mine(void)
+{
+	dshash_seq_status seq;
+	LqRoleEntry *e;
+
+	dshash_seq_init(&seq, lq_roles_table, true);
+	while ((e = dshash_seq_next(&seq)) != NULL)
+	{
+		memset(e->count[lq_my_server_no], 0, sizeof(e->count[0]));
+		if (lq_role_empty(e))
+			dshash_delete_current(&seq);
+	}
+	dshash_seq_term(&seq);
+}
