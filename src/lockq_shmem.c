@@ -46,8 +46,10 @@
 LqShared   *lq_shared = NULL;
 LqSlot	   *lq_slots = NULL;
 
-/* The lock server's own part of shared memory and its number; NULL, -1
- * in backends. */
+/*
+ * The lock server's own part of shared memory and its number; NULL and -1
+ * in backends.
+ */
 LqServer   *lq_my_server = NULL;
 int			lq_my_server_no = -1;
 
@@ -315,8 +317,7 @@ bool
 lq_shmem_mine(const char *lock_id)
 {
 	Assert(lq_my_server_no >= 0);
-	return lq_shared->nservers == 1 ||
-		lq_shmem_server_for(lock_id) == lq_my_server_no;
+	return lq_shmem_server_for(lock_id) == lq_my_server_no;
 }
 
 /*
