@@ -14,7 +14,17 @@
  * state (a failed batch, a restart) zeroes its own column and counts again
  * as it loads (lq_roles_forget_mine).  An entry whose counts are all zero
  * is removed, so the table holds only the roles that hold or wait for a
- * lock; it grows with them, as the lock server's own memory does.
+ * lock; it grows with them, as the lock server's own memory does.  The
+ * entry of InvalidOid (LQ_ROLES_ALL) counts the waiters of every role, for
+ * lockq.max_waiters.
+ *
+ * A limit is checked by taking what it allows (lq_roles_reserve): the sum
+ * over the lock servers is read and the calling one's count raised in one
+ * hold of the entry's lock, so two lock servers cannot both let a role past
+ * its limit.  The request that reserved then adds its grant or waiter,
+ * which consumes the reservation instead of counting again
+ * (lq_roles_count), or adds nothing, and lq_roles_end_request gives the
+ * reservation back.
  *
  * Locking: dshash's partition locks, taken by each call below for the one
  * entry it reads or changes (dshash_find, dshash_find_or_insert); the
@@ -48,6 +58,18 @@ typedef struct LqRoleEntry
 	Oid			role;			/* hash key, must be first */
 	int32		count[LQ_MAX_SERVERS][LQ_ROLE_NCOUNTS];
 } LqRoleEntry;
+
+/* A count the current request has reserved and not yet used. */
+typedef struct LqRoleReservation
+{
+	Oid			role;
+	LqRoleCount what;
+} LqRoleReservation;
+
+#define LQ_ROLES_MAX_RESERVED	2	/* all waiters, and the role's */
+
+static LqRoleReservation lq_reserved[LQ_ROLES_MAX_RESERVED];
+static int	lq_nreserved = 0;
 
 static dsa_area *lq_roles_area = NULL;
 static dshash_table *lq_roles_table = NULL;
@@ -111,48 +133,104 @@ lq_role_empty(const LqRoleEntry *e)
 }
 
 /*
- * lq_roles_count adds delta to the calling lock server's count of what for
- * role, and removes a role that has nothing left.  Raises an ERROR only if
- * the table cannot grow (out of memory).
+ * lq_roles_add adds delta to the calling lock server's count of what for
+ * role, and removes a role that has nothing left.  With limit >= 0 it adds
+ * only if the sum over all lock servers is below limit, and returns whether
+ * it did.  Raises an ERROR only if the table cannot grow (out of memory).
  */
-void
-lq_roles_count(Oid role, LqRoleCount what, int delta)
+static bool
+lq_roles_add(Oid role, LqRoleCount what, int delta, int limit)
 {
 	LqRoleEntry *e;
 	bool		found;
+	bool		added = true;
 
 	e = dshash_find_or_insert(lq_roles_table, &role, &found);
 	if (!found)
 		memset(e->count, 0, sizeof(e->count));
-	e->count[lq_my_server_no][what] += delta;
+	if (limit >= 0)
+	{
+		int			have = 0;
+		int			i;
+
+		for (i = 0; i < lq_shared->nservers; i++)
+			have += e->count[i][what];
+		added = have < limit;
+	}
+	if (added)
+		e->count[lq_my_server_no][what] += delta;
 	if (lq_role_empty(e))
 		dshash_delete_entry(lq_roles_table, e);
 	else
 		dshash_release_lock(lq_roles_table, e);
+	return added;
 }
 
 /*
- * lq_roles_have returns what role has of what, over all lock servers.
+ * lq_roles_count adds delta to the calling lock server's count of what for
+ * role.  One unit of a positive delta is a reservation of the current
+ * request's, if it holds one for role and what: it is counted already.
  */
-int
-lq_roles_have(Oid role, LqRoleCount what)
+void
+lq_roles_count(Oid role, LqRoleCount what, int delta)
 {
-	LqRoleEntry *e = dshash_find(lq_roles_table, &role, false);
-	int			have = 0;
 	int			i;
 
-	if (e == NULL)
-		return 0;
-	for (i = 0; i < lq_shared->nservers; i++)
-		have += e->count[i][what];
-	dshash_release_lock(lq_roles_table, e);
-	return have;
+	if (delta > 0)
+	{
+		for (i = 0; i < lq_nreserved; i++)
+		{
+			if (lq_reserved[i].role == role && lq_reserved[i].what == what)
+			{
+				lq_reserved[i] = lq_reserved[--lq_nreserved];
+				delta--;
+				break;
+			}
+		}
+		if (delta == 0)
+			return;
+	}
+	(void) lq_roles_add(role, what, delta, -1);
+}
+
+/*
+ * lq_roles_reserve takes one of what for role if all lock servers together
+ * count fewer than limit (true), for the current request to use or to give
+ * back at its end (lq_roles_end_request); false: the role is at its limit,
+ * and nothing changed.
+ */
+bool
+lq_roles_reserve(Oid role, LqRoleCount what, int limit)
+{
+	Assert(lq_nreserved < LQ_ROLES_MAX_RESERVED);
+	if (!lq_roles_add(role, what, 1, limit))
+		return false;
+	lq_reserved[lq_nreserved].role = role;
+	lq_reserved[lq_nreserved].what = what;
+	lq_nreserved++;
+	return true;
+}
+
+/*
+ * lq_roles_end_request gives back what the request just applied reserved
+ * and did not use: a limit's check that was followed by no grant and no
+ * waiter.
+ */
+void
+lq_roles_end_request(void)
+{
+	while (lq_nreserved > 0)
+	{
+		lq_nreserved--;
+		(void) lq_roles_add(lq_reserved[lq_nreserved].role,
+							lq_reserved[lq_nreserved].what, -1, -1);
+	}
 }
 
 /*
  * lq_roles_forget_mine zeroes the calling lock server's counts, for a
  * rebuild of its state, which counts again as it loads; roles left with
- * nothing are removed.
+ * nothing are removed, and so are the current request's reservations.
  */
 void
 lq_roles_forget_mine(void)
@@ -168,4 +246,5 @@ lq_roles_forget_mine(void)
 			dshash_delete_current(&seq);
 	}
 	dshash_seq_term(&seq);
+	lq_nreserved = 0;			/* went with the counts */
 }

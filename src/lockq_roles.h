@@ -25,10 +25,14 @@ typedef enum LqRoleCount
 	LQ_ROLE_NCOUNTS
 } LqRoleCount;
 
+/* The entry that counts every role's waiters (lockq.max_waiters). */
+#define LQ_ROLES_ALL	InvalidOid
+
 /* The lock server only. */
 extern void lq_roles_attach(void);
 extern void lq_roles_count(Oid role, LqRoleCount what, int delta);
-extern int	lq_roles_have(Oid role, LqRoleCount what);
+extern bool lq_roles_reserve(Oid role, LqRoleCount what, int limit);
+extern void lq_roles_end_request(void);
 extern void lq_roles_forget_mine(void);
 
 #endif							/* LOCKQ_ROLES_H */

@@ -1141,6 +1141,7 @@ lq_rules_waiter_create(LqLock *lock, const LqWaiterSpec *spec)
 	lock->nwaiters++;
 	lq_queue_length_changed(lock->nwaiters - 1, lock->nwaiters);
 	lq_nwaiters++;
+	lq_roles_count(LQ_ROLES_ALL, LQ_ROLE_WAITERS, 1);
 	lq_roles_count(spec->role, LQ_ROLE_WAITERS, 1);
 
 	if (fresh)
@@ -1206,6 +1207,7 @@ lq_waiter_remove(LqWaiter *w, bool delete_row)
 	lock->nwaiters--;
 	lq_queue_length_changed(lock->nwaiters + 1, lock->nwaiters);
 	lq_nwaiters--;
+	lq_roles_count(LQ_ROLES_ALL, LQ_ROLE_WAITERS, -1);
 	lq_roles_count(w->role, LQ_ROLE_WAITERS, -1);
 	lq_timer_disarm(&w->timer);
 	if (w->await_slot >= 0)
@@ -1617,16 +1619,18 @@ typedef enum LqLimitKind
 
 /*
  * lq_refuse_over_limit answers a request that would add a grant or a waiter
- * beyond a limit with an error (true), nothing changed: the role's own
- * limit (lockq.max_*_per_role, as the requesting session sees it), or the
- * memory the lock server's state may use (lockq.max_server_memory).  A role
- * at its limit affects no other role.
+ * beyond a limit with an error (true), nothing changed: the memory the lock
+ * server's state may use (lockq.max_server_memory), all waiters
+ * (lockq.max_waiters), or the role's own limit (lockq.max_*_per_role, as
+ * the requesting session sees it).  A role at its limit affects no other
+ * role.  False: the request may add it, and holds what it will count
+ * (lq_roles_reserve) until it does, or until the request ends.
  */
 static bool
 lq_refuse_over_limit(int slotno, uint64 reqid, const LqRequest *req,
 					 LqLimitKind kind)
 {
-	int			have;
+	LqRoleCount what;
 	int			limit;
 	LqError		error;
 
@@ -1638,24 +1642,30 @@ lq_refuse_over_limit(int slotno, uint64 reqid, const LqRequest *req,
 	}
 	if (kind == LQ_LIMIT_WAIT)
 	{
-		have = lq_roles_have(req->role, LQ_ROLE_WAITERS);
+		if (!lq_roles_reserve(LQ_ROLES_ALL, LQ_ROLE_WAITERS, lockq_max_waiters))
+		{
+			lq_reply_fail(slotno, reqid, LQ_ERR_TOO_MANY_WAITERS, 0);
+			return true;
+		}
+		what = LQ_ROLE_WAITERS;
 		limit = req->max_waiters;
 		error = LQ_ERR_ROLE_WAITERS;
 	}
 	else if (req->session_owner)
 	{
-		have = lq_roles_have(req->role, LQ_ROLE_SESSION_LOCKS);
+		what = LQ_ROLE_SESSION_LOCKS;
 		limit = req->max_session_locks;
 		error = LQ_ERR_ROLE_SESSION_LOCKS;
 	}
 	else
 	{
-		have = lq_roles_have(req->role, LQ_ROLE_OWNER_LOCKS);
+		what = LQ_ROLE_OWNER_LOCKS;
 		limit = req->max_owner_locks;
 		error = LQ_ERR_ROLE_OWNER_LOCKS;
 	}
-	if (have < limit)
+	if (lq_roles_reserve(req->role, what, limit))
 		return false;
+	lq_roles_end_request();		/* gives back the waiters' reservation */
 	lq_reply_fail(slotno, reqid, error, limit);
 	return true;
 }
@@ -1682,11 +1692,6 @@ lq_grant_or_refuse(int slotno, uint64 reqid, const LqRequest *req,
 		}
 		token = lq_grant_now(lock, slotno, req, req->ttl_us);
 		lq_reply(slotno, reqid, LQ_ST_GRANTED, token, true);
-		return true;
-	}
-	if (lq_nwaiters >= lockq_max_waiters)
-	{
-		lq_reply_fail(slotno, reqid, LQ_ERR_TOO_MANY_WAITERS, 0);
 		return true;
 	}
 	return lq_refuse_over_limit(slotno, reqid, req, LQ_LIMIT_WAIT);
@@ -2126,6 +2131,7 @@ lq_rules_apply(int slotno, uint64 reqid, const LqRequest *req, int64 now)
 			lq_reply_fail(slotno, reqid, LQ_ERR_INVALID_REQUEST, 0);
 			break;
 	}
+	lq_roles_end_request();
 }
 
 /*

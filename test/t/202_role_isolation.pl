@@ -106,8 +106,25 @@ like($e, qr/HINT:  lockq.max_waiters_per_role sets the limit/, 'the hint names t
 is($node->safe_psql('postgres',
 		q{SELECT waiters, max_waiters FROM lockq.lockq_role_usage WHERE role = 'role_m'}),
 	'200|200', 'lockq_role_usage shows role_m at its limit');
+# A refusal by the role's limit takes nothing from lockq.max_waiters: the
+# check of all waiters reserves one before the role's is checked, and a
+# refused request gives it back.  With room for 5 more waiters in all, 20
+# refusals of role_m leave role_b its place.
+reload('lockq.max_waiters', '205', '205');
+as('role_m', q{
+	DO $$
+	BEGIN
+		FOR i IN 1 .. 20 LOOP
+			BEGIN
+				PERFORM lockq.lockq_enqueue('m-hot', 'mq-again' || i, '1 s', NULL, '1 hour');
+				RAISE 'role_m queued beyond its limit';
+			EXCEPTION WHEN configuration_limit_exceeded THEN NULL;
+			END;
+		END LOOP;
+	END $$});
 is(as('role_b', q{SELECT lockq.lockq_enqueue('m-hot', 'b', '1 s', NULL, '1 hour') IS NULL}),
-	't', 'role_b still queues for the same lock');
+	't', 'role_b still queues for the same lock, 20 refusals of role_m later');
+reload('lockq.max_waiters', '100000', '100000');
 ok(as('role_b', q{SELECT lockq.lockq_try('b-free', 'b', '1 minute')}) > 0,
 	'and takes a free lock');
 as('role_b', q{SELECT lockq.lockq_cancel('m-hot', 'b'); SELECT lockq.lockq_release('b-free', 'b')});
