@@ -175,8 +175,20 @@ lq_durability_flush_needed(void)
 /*
  * The state file, kept in memory as last written: the ceilings go into it
  * before the commit of the batch that raises them
- * (lq_durability_prepare_commit).
+ * (lq_durability_prepare_commit).  Every lock server writes it, under the
+ * ceiling lock, with the highest ceilings any has written to the sequences
+ * (clock_logged, token_logged): one that writes after another must not
+ * take the file below what the other counts on.  lq_file_write_locked
+ * expects the caller to hold lq_shmem_ceiling_lock.
  */
+static void
+lq_file_write_locked(void)
+{
+	lq_file.clock_ceiling = Max(lq_file.clock_ceiling, lq_shared->clock_logged);
+	lq_file.token_ceiling = Max(lq_file.token_ceiling, lq_shared->token_logged);
+	lq_statefile_write(&lq_file);
+}
+
 static void
 lq_file_update(void)
 {
@@ -186,7 +198,9 @@ lq_file_update(void)
 								Max(lq_pending_token, lq_shared->token_ceiling));
 	lq_file.clean = false;
 	lq_file.clock_last = 0;
-	lq_statefile_write(&lq_file);
+	LWLockAcquire(lq_shmem_ceiling_lock(), LW_EXCLUSIVE);
+	lq_file_write_locked();
+	LWLockRelease(lq_shmem_ceiling_lock());
 }
 
 /*
@@ -317,8 +331,15 @@ static void
 lq_marker_write(LqMarker *m)
 {
 	LqUnsettledRow row;
+	char		wide[LQ_WIDE_ROW_LEN + 1];
 
-	row.lock_id = m->lock_id;
+	if (strcmp(m->lock_id, LQ_WIDE_ID) == 0)
+	{
+		lq_tables_wide_row(lq_my_server_no, wide);
+		row.lock_id = wide;
+	}
+	else
+		row.lock_id = m->lock_id;
 	row.until = m->until;
 	row.fence_ttl = m->fence_ttl;
 	row.delay_until = m->delay_until;
@@ -855,8 +876,8 @@ lq_raise_token_ceiling(int64 ceiling, bool reset)
 int64
 lq_durability_start(bool first_start)
 {
-	int64		seq_clock = lq_tables_clock_read();
-	int64		seq_token = lq_tables_token_read();
+	int64		seq_clock;
+	int64		seq_token;
 	LqStateFile file;
 	bool		have_file = lq_statefile_read(&file);
 	char		boot[LQ_BOOT_ID_LEN];
@@ -864,11 +885,26 @@ lq_durability_start(bool first_start)
 	int64		token_ceiling;
 	int64		now;
 
+	/*
+	 * Other lock servers may be raising the ceilings meanwhile (all but the
+	 * first start, which lock server 0 makes alone): what the sequences
+	 * hold is read, and raised, under the ceiling lock, and never taken
+	 * below what they count on (token_logged, clock_logged).
+	 */
+	lq_tables_seqs_lock();
+	LWLockAcquire(lq_shmem_ceiling_lock(), LW_EXCLUSIVE);
+	seq_clock = lq_tables_clock_read();
+	seq_token = lq_tables_token_read();
 	lq_statefile_boot_id(boot);
 	clock_ceiling = Max(seq_clock, have_file ? file.clock_ceiling : 0);
 	token_ceiling = Max(seq_token, have_file ? file.token_ceiling : 0);
 	token_ceiling = Max(token_ceiling, (int64) pg_atomic_read_u64(&lq_shared->token_high));
 	clock_ceiling = Max(clock_ceiling, lq_clock_ceiling());
+	if (!first_start)
+	{
+		clock_ceiling = Max(clock_ceiling, lq_shared->clock_logged);
+		token_ceiling = Max(token_ceiling, lq_shared->token_logged);
+	}
 	lq_flush = true;
 
 	if (first_start)
@@ -882,9 +918,6 @@ lq_durability_start(bool first_start)
 		lq_file.clock_ceiling = clock_ceiling;
 		lq_file.token_ceiling = token_ceiling;
 		lq_statefile_write(&lq_file);
-		now = lq_clock_peek();
-		lq_tables_settle(now, lq_shared->start_continuous,
-						 lq_shared->start_low);
 	}
 	else
 	{
@@ -900,37 +933,58 @@ lq_durability_start(bool first_start)
 		}
 		lq_file.clock_ceiling = Max(lq_file.clock_ceiling, clock_ceiling);
 		lq_file.token_ceiling = Max(lq_file.token_ceiling, token_ceiling);
-		lq_file_update();
-		now = lq_clock_peek();
+		lq_file_write_locked();
 	}
 	if (seq_clock < clock_ceiling)
 		lq_tables_clock_write(clock_ceiling);
 	if (seq_token < lq_shared->token_ceiling)
 		lq_tables_token_write(lq_shared->token_ceiling);
-	lq_ceilings_logged(Max(seq_clock, clock_ceiling),
-					   Max(seq_token, lq_shared->token_ceiling));
+	lq_shared->clock_logged = Max(seq_clock, clock_ceiling);
+	lq_shared->token_logged = Max(seq_token, lq_shared->token_ceiling);
+	LWLockRelease(lq_shmem_ceiling_lock());
+
+	now = lq_clock_peek();
+	if (first_start)
+		lq_tables_settle(now, lq_shared->start_continuous,
+						 lq_shared->start_low);
 	return now;
 }
 
+/*
+ * lq_load_marker takes one row of lockq.unsettled: the marker of one of the
+ * calling lock server's locks, or its wide marker, becomes its own; the
+ * delay of lock server 0's wide marker (every wide marker's, merged there
+ * by lq_tables_settle) is every lock's, so every lock server honours it.
+ */
 static void
 lq_load_marker(const LqUnsettledRow *row, void *arg)
 {
 	List	  **delays = arg;
-	LqMarker   *m = hash_search(lq_markers, row->lock_id, HASH_ENTER, NULL);
+	int			server;
+	bool		wide = lq_tables_wide_row_server(row->lock_id, &server);
+	const char *key = wide ? LQ_WIDE_ID : row->lock_id;
+	bool		mine = wide ? server == lq_my_server_no :
+		lq_shmem_mine(row->lock_id);
 
-	m->tid = row->tid;
-	m->until = row->until;
-	m->fence_ttl = row->fence_ttl;
-	m->delay_until = row->delay_until;
-	m->hold_token = row->hold_token;
-	m->hold_until = row->hold_until;
-	m->last_change = 0;
-	m->last_lsn = InvalidXLogRecPtr;
-	if (row->delay_until > 0 || row->hold_until > 0)
+	if (mine)
+	{
+		LqMarker   *m = hash_search(lq_markers, key, HASH_ENTER, NULL);
+
+		m->tid = row->tid;
+		m->until = row->until;
+		m->fence_ttl = row->fence_ttl;
+		m->delay_until = row->delay_until;
+		m->hold_token = row->hold_token;
+		m->hold_until = row->hold_until;
+		m->last_change = 0;
+		m->last_lsn = InvalidXLogRecPtr;
+	}
+	if ((mine || (wide && server == 0)) &&
+		(row->delay_until > 0 || row->hold_until > 0))
 	{
 		LqDelay    *d = palloc(sizeof(LqDelay));
 
-		d->lock_id = pstrdup(row->lock_id);
+		d->lock_id = pstrdup(key);
 		d->until = row->delay_until;
 		d->hold_token = row->hold_token;
 		d->hold_until = row->hold_until;
@@ -959,7 +1013,7 @@ lq_durability_load(int64 now, int64 *all_until)
 
 		if (strcmp(d->lock_id, LQ_WIDE_ID) == 0)
 		{
-			*all_until = d->until;
+			*all_until = Max(*all_until, d->until);
 			delays = foreach_delete_current(delays, lc);
 		}
 	}
@@ -967,30 +1021,36 @@ lq_durability_load(int64 now, int64 *all_until)
 }
 
 /*
- * lq_durability_stop records a clean stop, in a batch that is flushed: the
- * ceilings come down to exactly what was shown (so that restarts skip
- * nothing), the unsettled locks settle (the flush covers all they
- * covered; a delay still running is kept), and after the commit the state
- * file says where the clock stopped.
+ * lq_durability_stop records a stop, in a batch that is flushed: the
+ * unsettled locks settle (the flush covers all they covered; a delay still
+ * running is kept).  With all (the last lock server to stop, when every
+ * other has stopped: nobody shows a token or a clock value any more), the
+ * stop is also clean: the ceilings come down to exactly what was shown (so
+ * that restarts skip nothing), and after the commit the state file says
+ * where the clock stopped.  Without all, the ceilings stay as they are,
+ * which is safe.
  */
 void
-lq_durability_stop(int64 last_clock)
+lq_durability_stop(int64 last_clock, bool all)
 {
 	HASH_SEQ_STATUS seq;
 	LqMarker   *m;
-	List	   *all = NIL;
+	List	   *markers = NIL;
 	ListCell   *lc;
 	int64		token = (int64) pg_atomic_read_u64(&lq_shared->token_high);
 
-	lq_tables_clock_write(last_clock);
-	if (token > 0)
-		lq_tables_token_write(token);
-	lq_ceilings_logged(last_clock, token > 0 ? token : lq_tables_token_read());
+	if (all)
+	{
+		lq_tables_clock_write(last_clock);
+		if (token > 0)
+			lq_tables_token_write(token);
+		lq_ceilings_logged(last_clock, token > 0 ? token : lq_tables_token_read());
+	}
 
 	hash_seq_init(&seq, lq_markers);
 	while ((m = hash_seq_search(&seq)) != NULL)
-		all = lappend(all, pstrdup(m->lock_id));
-	foreach(lc, all)
+		markers = lappend(markers, pstrdup(m->lock_id));
+	foreach(lc, markers)
 	{
 		m = lq_marker_touch(lfirst(lc), false);
 		if (m->delay_until > last_clock || m->hold_until > last_clock)
@@ -1002,12 +1062,14 @@ lq_durability_stop(int64 last_clock)
 		else
 			lq_marker_remove(m);
 	}
-	list_free_deep(all);
+	list_free_deep(markers);
+	lq_flush = true;
+	if (!all)
+		return;
 
 	lq_file.clock_ceiling = last_clock;
 	lq_file.token_ceiling = Max(token, 0);
 	lq_file.clean = true;
 	lq_file.clock_last = last_clock;
 	lq_stopping = true;
-	lq_flush = true;
 }

@@ -36,7 +36,7 @@ typedef struct LqDelay
 extern void lq_durability_init(void);
 extern int64 lq_durability_start(bool first_start);
 extern List *lq_durability_load(int64 now, int64 *all_until);
-extern void lq_durability_stop(int64 last_clock);
+extern void lq_durability_stop(int64 last_clock, bool all);
 
 /* The batch. */
 extern void lq_durability_begin(void);

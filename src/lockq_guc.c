@@ -45,6 +45,7 @@ int			lockq_max_waiters_per_role = 10000;
 int			lockq_max_session_locks_per_role = -1;
 int			lockq_max_server_memory = 1024;
 bool		lockq_namespace_privileges = false;
+int			lockq_lock_servers = 1;
 
 /* The levels lockq.log_lease_ends takes (off: never logged). */
 static const struct config_enum_entry lq_log_levels[] = {
@@ -188,6 +189,14 @@ lq_guc_define(void)
 							&lockq_max_session_locks_per_role,
 							-1, -1, INT_MAX,
 							PGC_SIGHUP, 0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("lockq.lock_servers",
+							"Sets the number of lock server processes; each serves the locks whose ids hash to it.",
+							NULL,
+							&lockq_lock_servers,
+							1, 1, LQ_GUC_MAX_SERVERS,
+							PGC_POSTMASTER, 0,
 							NULL, NULL, NULL);
 
 	DefineCustomIntVariable("lockq.max_server_memory",

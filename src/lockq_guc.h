@@ -37,6 +37,10 @@ extern int	lockq_max_owner_locks_per_role;
 extern int	lockq_max_waiters_per_role;
 extern int	lockq_max_session_locks_per_role;
 extern int	lockq_max_server_memory;	/* megabytes */
+extern int	lockq_lock_servers;
+
+/* lockq.lock_servers' largest value: LQ_MAX_SERVERS (lockq_shmem.h). */
+#define LQ_GUC_MAX_SERVERS	32
 extern bool lockq_namespace_privileges;
 
 extern void lq_guc_define(void);

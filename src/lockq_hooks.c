@@ -201,9 +201,17 @@ lq_let_database_go(const char *dbname)
 	{
 		if (waited == 0)
 		{
+			int			i;
+
 			ereport(LOG,
 					(errmsg("lockq lock server leaves database \"%s\", which is being dropped", dbname)));
-			(void) kill(pid, SIGTERM);
+			for (i = 0; i < lq_shared->nservers; i++)
+			{
+				int			k = *(volatile int *) &lq_shmem_server(i)->worker_pid;
+
+				if (k != 0)
+					(void) kill(k, SIGTERM);
+			}
 		}
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 50, PG_WAIT_EXTENSION);

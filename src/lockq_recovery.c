@@ -193,8 +193,11 @@ lq_load_quick_leases(LqLoad *load)
 static void
 lq_load_owner(const LqOwnerRow *row, void *arg)
 {
-	LqLock	   *lock = lq_rules_lock_lookup(row->lock_id, true);
+	LqLock	   *lock;
 
+	if (!lq_shmem_mine(row->lock_id))
+		return;					/* another lock server's */
+	lock = lq_rules_lock_lookup(row->lock_id, true);
 	{
 		LqHolder	h = {.owner = row->owner, .channel = row->channel,
 		.token = row->token, .ttl = row->ttl, .acquired = row->acquired,
@@ -273,6 +276,8 @@ lq_load_waiter(const LqQueueRow *row, void *arg)
 	LqLock	   *lock;
 	LqWaiter   *w;
 
+	if (!lq_shmem_mine(row->lock_id))
+		return;					/* another lock server's */
 	/* the tables have no unique key on (lock_id, owner): check it here */
 	if (lq_rules_waiter_lookup(row->lock_id, row->owner) != NULL)
 		ereport(ERROR,

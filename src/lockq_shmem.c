@@ -96,11 +96,11 @@ lq_ring_size(void)
 	return (4 + LQ_MAX_QUICK_RELEASES) * MaxBackends + 64;
 }
 
-/* The number of lock servers: one (doc/design/scaling.md). */
-#define LQ_NSERVERS		1
+/* The number of lock servers (doc/design/scaling.md), fixed at server start. */
+#define LQ_NSERVERS		lockq_lock_servers
 
-StaticAssertDecl(LQ_NSERVERS >= 1 && LQ_NSERVERS <= LQ_MAX_SERVERS,
-				 "the lock servers fit LqSlot.ends_left");
+StaticAssertDecl(LQ_GUC_MAX_SERVERS == LQ_MAX_SERVERS,
+				 "lockq.lock_servers fits LqSlot.ends_left");
 
 /* One lock server's part, its ring included, cache-line aligned. */
 static Size
@@ -545,8 +545,8 @@ lq_shmem_ring_settled(void)
 void
 lq_shmem_settle_arrivals(void)
 {
-	uint64		target[LQ_NSERVERS] = {0};
-	bool		running[LQ_NSERVERS] = {0};
+	uint64		target[LQ_MAX_SERVERS] = {0};
+	bool		running[LQ_MAX_SERVERS] = {0};
 	TimestampTz end;
 	int			i;
 

@@ -655,6 +655,35 @@ lq_settle_list(const char *query, Oid *types, Datum *values, char **list)
 	"           WHERE lock_id OPERATOR(pg_catalog.=) ''))"
 
 /*
+ * lq_tables_wide_row writes the lock_id of lock server server's wide
+ * marker's row into buf (LQ_WIDE_ROW_LEN + 1 bytes).
+ */
+void
+lq_tables_wide_row(int server, char *buf)
+{
+	if (server == 0)
+		buf[0] = '\0';
+	else
+		snprintf(buf, LQ_WIDE_ROW_LEN + 1, "%0*d", LQ_WIDE_ROW_LEN, server);
+}
+
+/*
+ * lq_tables_wide_row_server: is lock_id (of a lockq.unsettled row) a wide
+ * marker's, and whose (*server)?
+ */
+bool
+lq_tables_wide_row_server(const char *lock_id, int *server)
+{
+	if (lock_id[0] == '\0')
+		*server = 0;
+	else if (strlen(lock_id) > LQ_MAX_ID_LEN)
+		*server = atoi(lock_id);
+	else
+		return false;
+	return true;
+}
+
+/*
  * lq_tables_settle runs once when the lock server starts with shared memory
  * made anew (a server start, a crash restart, a promotion), before it
  * loads anything; see doc/design/durability.md.  Every lock that
@@ -672,6 +701,11 @@ lq_settle_list(const char *query, Oid *types, Datum *values, char **list)
  * b itself with a continuous clock, else now + (b - low), low being the
  * earliest the stop can have happened.  Afterwards the rows of
  * lockq.unsettled say only how long each lock is delayed.
+ *
+ * With several lock servers each has a wide marker (lq_tables_wide_row),
+ * which covers the locks of its partition; the partitions may be others
+ * now (lockq.lock_servers changed), so every wide marker is merged into
+ * lock server 0's first, which covers every lock.
  */
 void
 lq_tables_settle(int64 now, bool continuous, int64 low)
@@ -727,6 +761,20 @@ lq_tables_settle(int64 now, bool continuous, int64 low)
 	values[0] = Int64GetDatum(now);
 	values[1] = BoolGetDatum(continuous);
 	values[2] = Int64GetDatum(low);
+	if (SPI_execute("WITH w AS (DELETE FROM lockq.unsettled"
+					"  WHERE pg_catalog.octet_length(lock_id) OPERATOR(pg_catalog.>) "
+					CppAsString2(LQ_MAX_ID_LEN)
+					"  RETURNING until, fence_ttl, delay_until)"
+					" INSERT INTO lockq.unsettled AS u (lock_id, until, fence_ttl, delay_until)"
+					"  SELECT '', pg_catalog.max(until), pg_catalog.max(fence_ttl),"
+					"         pg_catalog.max(delay_until) FROM w"
+					"  HAVING pg_catalog.count(*) OPERATOR(pg_catalog.>) 0"
+					" ON CONFLICT (lock_id) DO UPDATE"
+					"  SET until = greatest(u.until, excluded.until),"
+					"      fence_ttl = greatest(u.fence_ttl, excluded.fence_ttl),"
+					"      delay_until = greatest(u.delay_until, excluded.delay_until)",
+					false, 0) < 0)
+		elog(ERROR, "could not merge lockq's wide markers after a restart");
 	nended = lq_settle_list("SELECT count(*), pg_catalog.string_agg(s, ', ') FROM"
 							" (SELECT o.lock_id || ' (token ' || o.token || ')' AS s"
 							"   FROM lockq.owners o"

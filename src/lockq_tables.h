@@ -62,6 +62,14 @@ typedef struct LqUnsettledRow
 	int64		hold_until;		/* ...may be counted on until this */
 } LqUnsettledRow;
 
+/*
+ * The row of lock server k's wide marker (lockq_durability.c) in
+ * lockq.unsettled: '' for lock server 0, and for the others an id longer
+ * than any lock id may be (LQ_MAX_ID_LEN + 1 digits: the server's number,
+ * zero-padded), so that no lock's row can be one.
+ */
+#define LQ_WIDE_ROW_LEN		(LQ_MAX_ID_LEN + 1)
+
 typedef enum LqEndResult
 {
 	LQ_END_DELETED,				/* the row is gone: the lock is free */
@@ -102,6 +110,8 @@ extern void lq_tables_unsettled_put(const LqUnsettledRow *row, ItemPointer tid);
 extern void lq_tables_unsettled_delete(ItemPointer tid);
 extern void lq_tables_load_unsettled(lq_unsettled_cb cb, void *arg);
 extern void lq_tables_settle(int64 now, bool continuous, int64 low);
+extern void lq_tables_wide_row(int server, char *buf);
+extern bool lq_tables_wide_row_server(const char *lock_id, int *server);
 extern void lq_tables_load_owners(lq_owner_cb cb, void *arg);
 extern void lq_tables_load_queue(lq_queue_cb cb, void *arg);
 

@@ -157,31 +157,39 @@ static const char lq_doing_blocked[] = "lockq: waiting for a lock on its tables 
 static const char lq_doing_batch[] = "lockq: applying requests and timers";
 static const char lq_doing_flush[] = "lockq: waiting until the batch is flushed (WAL, synchronous standbys)";
 static const char lq_doing_recover[] = "lockq: rebuilding the lock state";
+static const char lq_doing_first[] = "lockq: waiting for lock server 0 to settle the state a stop or crash left";
 static int64 lq_next_deadline(void);
 
 /*
- * lq_worker_register registers the lock server.  Called from _PG_init while
+ * lq_worker_register registers the lock servers, lockq.lock_servers of
+ * them, each told its number (LqServer).  Called from _PG_init while
  * preloading.
  */
 void
 lq_worker_register(void)
 {
 	BackgroundWorker worker;
+	int			i;
 
-	memset(&worker, 0, sizeof(worker));
-	worker.bgw_flags = BGWORKER_SHMEM_ACCESS |
-		BGWORKER_BACKEND_DATABASE_CONNECTION;
-	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-	worker.bgw_restart_time = 1;
-	snprintf(worker.bgw_library_name, BGW_MAXLEN, "lockq");
-	snprintf(worker.bgw_function_name, BGW_MAXLEN, "lockq_worker_main");
-	snprintf(worker.bgw_name, BGW_MAXLEN, "lockq lock server");
-	snprintf(worker.bgw_type, BGW_MAXLEN, "lockq lock server");
-	worker.bgw_main_arg = Int32GetDatum(0);	/* lock server 0 (LqServer) */
-	worker.bgw_notify_pid = 0;
-	RegisterBackgroundWorker(&worker);
+	for (i = 0; i < lockq_lock_servers; i++)
+	{
+		memset(&worker, 0, sizeof(worker));
+		worker.bgw_flags = BGWORKER_SHMEM_ACCESS |
+			BGWORKER_BACKEND_DATABASE_CONNECTION;
+		worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+		worker.bgw_restart_time = 1;
+		snprintf(worker.bgw_library_name, BGW_MAXLEN, "lockq");
+		snprintf(worker.bgw_function_name, BGW_MAXLEN, "lockq_worker_main");
+		if (i == 0)
+			snprintf(worker.bgw_name, BGW_MAXLEN, "lockq lock server");
+		else
+			snprintf(worker.bgw_name, BGW_MAXLEN, "lockq lock server %d", i);
+		snprintf(worker.bgw_type, BGW_MAXLEN, "lockq lock server");
+		worker.bgw_main_arg = Int32GetDatum(i);
+		worker.bgw_notify_pid = 0;
+		RegisterBackgroundWorker(&worker);
+	}
 }
-
 
 /*
  * lq_defer puts an entry on the list to look at again at the next batch.
@@ -1113,7 +1121,11 @@ lq_recover(void)
 	{
 		/* after the commit: backends may read the tables from now on */
 		pg_write_barrier();
-		lq_shared->started = true;
+		if (!lq_shared->started)
+		{
+			lq_shared->started = true;
+			lq_shmem_wake_servers();	/* the others may load theirs now */
+		}
 		lq_fast_maybe_open();
 	}
 	lq_need_recover = false;
@@ -1504,6 +1516,17 @@ lq_cycle(void)
 
 	if (lq_need_recover || !lq_ready)
 	{
+		/*
+		 * The first start in a shared-memory lifetime (the clock's plan, the
+		 * settling of what a stop or crash left, the token floor) is lock
+		 * server 0's, for all of them: the others load their state after it
+		 * (lockq_worker_main's wake-up), which their requests wait for.
+		 */
+		if (lq_my_server_no > 0 && !lq_shmem_server_started())
+		{
+			lq_report(STATE_IDLE, lq_doing_first);
+			return LQ_IDLE_SLEEP_MS;
+		}
 		lq_ready = lq_recover();
 		if (!lq_ready)
 			return lq_error_backoff_ms > 0 ? lq_error_backoff_ms : LQ_IDLE_SLEEP_MS;
@@ -1561,21 +1584,60 @@ lq_worker_detach(int code, Datum arg)
 }
 
 /*
- * lq_worker_stop runs on SIGTERM: close the clock so no backend hands out
- * another value, and store the last value as the durable ceiling, so that
- * a quick restart does not push the clock ahead.  Best effort: if it fails,
- * the old, higher ceiling stays, which is safe.
+ * lq_stop_is_last tells lock server 0, as it stops, whether every other
+ * lock server has stopped (waiting up to LQ_STOP_WAIT_MS for them: a
+ * server shutdown stops them all at once).  Only then may it close the
+ * clock and bring the ceilings down to what was shown.  The others never
+ * do: lock server 0 may still serve.
+ */
+#define LQ_STOP_WAIT_MS		2000
+
+static bool
+lq_stop_is_last(void)
+{
+	int			waited = 0;
+	int			i;
+
+	if (lq_my_server_no != 0)
+		return false;
+	for (i = 1; i < lq_shared->nservers; i++)
+	{
+		while (*(volatile int *) &lq_shmem_server(i)->worker_pid != 0)
+		{
+			if (waited >= LQ_STOP_WAIT_MS)
+			{
+				ereport(LOG,
+						(errmsg("lockq lock server %d still runs: the ceilings of the clock and the tokens stay above what was shown", i)));
+				return false;
+			}
+			(void) WaitLatch(MyLatch, WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 10,
+							 PG_WAIT_EXTENSION);
+			waited += 10;
+		}
+	}
+	return true;
+}
+
+/*
+ * lq_worker_stop runs on SIGTERM: the lock server's unsettled locks settle,
+ * and grants kept without a row get theirs (lq_durability_stop).  The last
+ * lock server to stop (lq_stop_is_last) also closes the clock, so no
+ * backend hands out another value, and stores the last value as the
+ * durable ceiling, so that a quick restart does not push the clock ahead.
+ * Best effort: if it fails, the old, higher ceiling stays, which is safe.
  */
 static void
 lq_worker_stop(void)
 {
 	MemoryContext ccxt = CurrentMemoryContext;
-	int64		last;
+	bool		last;
+	int64		last_clock;
 
 	if (!lq_ready || pg_atomic_read_u32(&lq_shared->clock_ready) == 0)
 		return;
 
-	last = lq_clock_close();
+	last = lq_stop_is_last();
+	last_clock = last ? lq_clock_close() : lq_clock_peek();
 	lq_begin_batch();
 	PG_TRY();
 	{
@@ -1591,7 +1653,7 @@ lq_worker_stop(void)
 
 		/* grants kept without a row get theirs before every marker goes */
 		lq_rules_give_rows(NIL, true);
-		lq_durability_stop(last);
+		lq_durability_stop(last_clock, last);
 		LQ_FAULT("worker-stop");
 		lq_commit_batch();
 	}

@@ -1,0 +1,210 @@
+# Two lock servers (lockq.lock_servers = 2), each serving the locks whose
+# ids hash to it: both run; locks of both partitions are granted, queue in
+# arrival order and hand on; tokens increase strictly over all grants of
+# both; a session that ends holding grants in both loses them all; lock
+# server 1 terminated restarts with its partition's grants and queue while
+# lock server 0 serves on; a clean restart and a crash keep the durable
+# grants of both, and tokens afterwards are above every token before; a
+# stream of first-time locks in one partition uses that lock server's wide
+# marker, and a crash then delays every lock.
+#
+# Copyright (c) 2026, lockq developers
+# This file is part of lockq, released under the PostgreSQL License
+# (see LICENSE).
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use LockqTest;
+
+my $node = lockq_node('servers', conf => "lockq.lock_servers = 2\n");
+
+sub servers
+{
+	return $node->safe_psql('postgres',
+		"SELECT string_agg(pid::text, ' ' ORDER BY pid) FROM pg_stat_activity
+		  WHERE backend_type = 'lockq lock server'");
+}
+
+ok($node->poll_query_until('postgres',
+		"SELECT count(*) = 2 FROM pg_stat_activity WHERE backend_type = 'lockq lock server'"),
+	'two lock servers run');
+
+# Lock ids of each partition: the bucket (hash_bytes, which hashtext is, of
+# the id modulo 4096) modulo the number of lock servers.
+my %part;
+for my $row (split /\n/, $node->safe_psql('postgres', q{
+	SELECT id, ((hashtext(id)::bigint & 4294967295) % 4096) % 2
+	  FROM (SELECT 'L' || i AS id FROM generate_series(1, 40) i) s}))
+{
+	my ($id, $p) = split /\|/, $row;
+	push @{ $part{$p} }, $id;
+}
+ok(@{ $part{0} // [] } >= 5 && @{ $part{1} // [] } >= 4, 'ids of both partitions');
+my ($a0, $b0, $c0, $d0) = @{ $part{0} };
+my ($a1, $b1, $c1, $d1) = @{ $part{1} };
+
+# --- grants and hand-offs in both partitions, tokens over both ------------------
+my @tokens;
+for my $round (1 .. 5)
+{
+	for my $id ($a0, $a1)
+	{
+		my $t = scalar_query($node, "SELECT lockq_try('$id', 'o$round', '1 hour')");
+		push @tokens, $t;
+		is(scalar_query($node, "SELECT lockq_release('$id', 'o$round', $t)"), 't',
+			"$id granted and released (round $round)");
+	}
+}
+my @sorted = sort { $a <=> $b } @tokens;
+is("@tokens", "@sorted", 'tokens increase strictly over grants alternating between the partitions');
+my %seen;
+ok(!(grep { $seen{$_}++ } @tokens), 'no token twice');
+
+my @w;
+my $h0 = scalar_query($node, "SELECT lockq_try('$b0', 'holder', '1 hour')");
+my $h1 = scalar_query($node, "SELECT lockq_try('$b1', 'holder', '1 hour')");
+for my $n (1 .. 3)
+{
+	for my $id ($b0, $b1)
+	{
+		push @w, [ $id, "w$n",
+			start_waiter($node, "$id-w$n",
+				"SELECT 'granted:' || lockq_get('$id', 'w$n', '1 hour');") ];
+		ok(wait_for_waiters($node, $id, $n), "w$n queued for $id");
+	}
+}
+is(queue_of($node, $b0), 'w1 w2 w3', "the queue of $b0 is in arrival order");
+is(queue_of($node, $b1), 'w1 w2 w3', "the queue of $b1 is in arrival order");
+
+# --- lock server 1 restarts; lock server 0 serves on -----------------------------
+my ($s0) = $node->safe_psql('postgres',
+	"SELECT pid FROM pg_stat_activity WHERE backend_type = 'lockq lock server'
+	  AND backend_start = (SELECT min(backend_start) FROM pg_stat_activity
+	                        WHERE backend_type = 'lockq lock server')");
+my $before = servers();
+my @pids = split / /, $before;
+# terminate the one that is not lock server 0 (the first to start)
+my ($s1) = grep { $_ != $s0 } @pids;
+$node->safe_psql('postgres', "SELECT pg_terminate_backend($s1)");
+my $t0 = scalar_query($node, "SELECT lockq_try('$c0', 'during', '1 hour')");
+ok($t0 > 0, 'lock server 0 grants while lock server 1 restarts');
+ok($node->poll_query_until('postgres',
+		"SELECT count(*) = 2 FROM pg_stat_activity
+		  WHERE backend_type = 'lockq lock server' AND pid <> $s1"),
+	'lock server 1 came back');
+is(scalar_query($node, "SELECT token FROM lockq_locks WHERE lock_id = '$b1'"), $h1,
+	"the grant of $b1 survived lock server 1's restart");
+is(queue_of($node, $b1), 'w1 w2 w3', "and so did its queue");
+my $t1 = scalar_query($node, "SELECT lockq_try('$c1', 'after', '1 hour')");
+ok($t1 > $t0, 'lock server 1 grants again, above the tokens of lock server 0');
+
+# the queues drain in order, each hand-off with a higher token
+for my $id ($b0, $b1)
+{
+	my $prev = $id eq $b0 ? $h0 : $h1;
+	is(scalar_query($node, "SELECT lockq_release('$id', 'holder', $prev)"), 't',
+		"$id released by its holder");
+	for my $n (1 .. 3)
+	{
+		my ($w) = grep { $_->[0] eq $id && $_->[1] eq "w$n" } @w;
+		my $t = waiter_result($w->[2], qr/granted:(\d+)/);
+		ok(defined $t && $t > $prev, "w$n of $id granted, with a higher token");
+		$prev = $t // $prev;
+		is(scalar_query($node, "SELECT lockq_release('$id', 'w$n', $prev)"), 't',
+			"w$n of $id released");
+	}
+}
+end_session($_->[2]) for @w;
+
+# --- a session that ends holding grants in both partitions -----------------------
+my $s = start_waiter($node, 'both',
+	"SELECT lockq_try('$a0') > 0 AND lockq_try('$a1') > 0 AS held;");
+is(waiter_result($s, qr/^(t)$/m), 't', 'one session holds a session-bound lock in each partition');
+is(scalar_query($node, "SELECT count(*) FROM lockq_locks WHERE lock_id IN ('$a0', '$a1')"),
+	'2', 'both are shown');
+end_session($s);
+ok($node->poll_query_until('postgres',
+		"SELECT count(*) = 0 FROM lockq_locks WHERE lock_id IN ('$a0', '$a1')"),
+	'its end released both');
+ok(scalar_query($node, "SELECT lockq_try('$a0', 'next', '1 hour')") > 0 &&
+	scalar_query($node, "SELECT lockq_try('$a1', 'next', '1 hour')") > 0,
+	'and both locks are free for others');
+
+# --- a clean restart, then a crash: durable grants of both partitions stay ------
+my $high = scalar_query($node, 'SELECT max(token) FROM lockq_locks');
+my $held = $node->safe_psql('postgres',
+	"SELECT string_agg(lock_id || '=' || token, ' ' ORDER BY lock_id) FROM lockq_locks");
+$node->restart;
+ok($node->poll_query_until('postgres',
+		"SELECT count(*) = 2 FROM pg_stat_activity WHERE backend_type = 'lockq lock server'"),
+	'both lock servers run after a restart');
+is($node->safe_psql('postgres',
+		"SELECT string_agg(lock_id || '=' || token, ' ' ORDER BY lock_id) FROM lockq_locks"),
+	$held, 'the grants of both partitions survived a clean restart');
+ok($node->poll_query_until('postgres',
+		'SELECT holders = (SELECT count(*) FROM lockq_locks) FROM lockq_stats'),
+	'each grant is loaded by one lock server (the gauges add up to the grants)');
+my $ta = scalar_query($node, "SELECT lockq_try('$b0', 'x', '1 hour')");
+my $tb = scalar_query($node, "SELECT lockq_try('$b1', 'x', '1 hour')");
+ok($ta > $high && $tb > $ta, 'tokens after the restart are above every one before');
+$held = $node->safe_psql('postgres',
+	"SELECT string_agg(lock_id || '=' || token, ' ' ORDER BY lock_id) FROM lockq_locks");
+
+crash_restart($node);
+ok($node->poll_query_until('postgres',
+		"SELECT count(*) = 2 FROM pg_stat_activity WHERE backend_type = 'lockq lock server'"),
+	'both lock servers run after a crash');
+ok($node->poll_query_until('postgres', 'SELECT lockq_now() > 0'), 'lockq serves');
+is($node->safe_psql('postgres',
+		"SELECT string_agg(lock_id || '=' || token, ' ' ORDER BY lock_id) FROM lockq_locks"),
+	$held, 'the durable grants of both partitions survived a crash');
+ok($node->poll_query_until('postgres',
+		'SELECT holders = (SELECT count(*) FROM lockq_locks) FROM lockq_stats'),
+	'each grant is loaded by one lock server, after the crash too');
+my $tc = scalar_query($node, "SELECT lockq_try('$d0', 'y', '1 hour')");
+my $td = scalar_query($node, "SELECT lockq_try('$d1', 'y', '1 hour')");
+ok($tc > $tb && $td > $tc, 'tokens after the crash are above every one before')
+  or diag("before: $ta $tb, after: $tc $td");
+
+# --- a stream of first-time locks in partition 1: its wide marker ----------------
+# Above lockq.max_unsettled_rate lock server 1 makes every lock of its
+# partition unsettled at once, by its own wide marker's row (an id longer
+# than any lock id).  A crash then delays every lock, lock server 0's too:
+# the start merges every wide marker into lock server 0's ('').
+$node->safe_psql('postgres',
+	'ALTER SYSTEM SET lockq.max_unsettled_rate = 20; SELECT pg_reload_conf()');
+ok($node->poll_query_until('postgres', 'SHOW lockq.max_unsettled_rate', '20'),
+	'lockq.max_unsettled_rate = 20');
+cmp_ok(scalar_query($node, q{
+	WITH ids AS MATERIALIZED (
+		SELECT id FROM (SELECT 'job:' || i AS id FROM generate_series(1, 4000) i) s
+		 WHERE ((hashtext(id)::bigint & 4294967295) % 4096) % 2 = 1)
+	SELECT count(*) FROM ids WHERE lockq_release(id, 'w', lockq_try(id, 'w', '3 seconds'))}),
+	'>', 1500, 'a stream of first-time locks of partition 1 is granted and released');
+is(scalar_query($node,
+		'SELECT count(*) FROM lockq.unsettled WHERE octet_length(lock_id) > 255'),
+	'1', "lock server 1's wide marker is there");
+is(scalar_query($node, q{SELECT count(*) FROM lockq.unsettled WHERE lock_id = ''}),
+	'0', "lock server 0 has none (its partition had no stream)");
+my $lsn = scalar_query($node, 'SELECT pg_current_wal_insert_lsn()');
+ok($node->poll_query_until('postgres', "SELECT pg_current_wal_flush_lsn() >= '$lsn'::pg_lsn"),
+	'flushed');
+my $log_at = -s $node->logfile;
+crash_restart($node);
+ok($node->poll_query_until('postgres', 'SELECT lockq_now() > 0'), 'lockq serves after the crash');
+ok($node->log_contains('lockq delays every lock until every lease that may have been lost has ended',
+		$log_at), 'the start says every lock is delayed');
+is(scalar_query($node, "SELECT lockq_try('$part{0}[4]', 'c') IS NULL"), 't',
+	"a lock of partition 0 never used is delayed too");
+is(scalar_query($node,
+		q{SELECT count(*) FROM lockq.unsettled WHERE octet_length(lock_id) > 255 OR lock_id = ''}),
+	'1', "the wide markers were merged into lock server 0's");
+ok($node->poll_query_until('postgres',
+		"SELECT lockq_try('$part{0}[4]', 'c', '1 minute') IS NOT NULL"),
+	'and granted once the delay is over');
+
+$node->stop;
+done_testing();
