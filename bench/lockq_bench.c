@@ -593,7 +593,19 @@ typedef struct cpu_sample
 } cpu_sample;
 
 static int	postmaster_pid;
-static int	server_pid;
+static int	server_pids[32];	/* the lock servers (lockq.lock_servers) */
+static int	nserver_pids;
+
+static bool
+is_server_pid(int pid)
+{
+	int			i;
+
+	for (i = 0; i < nserver_pids; i++)
+		if (server_pids[i] == pid)
+			return true;
+	return false;
+}
 
 /*
  * read_stat reads the parent pid and the user and system CPU ticks of a
@@ -713,7 +725,7 @@ sample_cpu(void)
 		snprintf(path, sizeof(path), "/proc/%d/stat", pid);
 		if (!read_stat(path, &ppid, &u, &k) || ppid != postmaster_pid)
 			continue;
-		if (pid == server_pid)
+		if (is_server_pid(pid))
 			t.server_ns += run_time_ns(pid, u, k);
 		else
 			t.other_ns += run_time_ns(pid, u, k);
@@ -723,25 +735,41 @@ sample_cpu(void)
 }
 
 /*
- * find_server learns the pids of the lock server and the postmaster (the
- * benchmark runs on the server's machine, as make bench does; elsewhere
- * the CPU columns stay empty).
+ * find_server learns the pids of the lock servers, all of them
+ * (lockq.lock_servers), and of the postmaster (the benchmark runs on the
+ * server's machine, as make bench does; elsewhere the CPU columns stay
+ * empty).
  */
 static void
 find_server(void)
 {
 	PGconn	   *pg = connect_db();
-	char		pid[32];
+	char		pids[1024];
 	char		path[64];
+	char	   *p;
+	char	   *end;
 	int64_t		u;
 	int64_t		k;
 
-	exec_value(pg, "SELECT coalesce(worker_pid, 0) FROM lockq.lockq_stats", 0, NULL, pid, sizeof(pid));
+	exec_value(pg, "SELECT coalesce(string_agg(pid::text, ' '), '') FROM pg_stat_activity"
+			   " WHERE backend_type = 'lockq lock server'", 0, NULL, pids, sizeof(pids));
 	PQfinish(pg);
-	server_pid = atoi(pid);
-	snprintf(path, sizeof(path), "/proc/%d/stat", server_pid);
-	if (server_pid <= 0 || !read_stat(path, &postmaster_pid, &u, &k))
-		postmaster_pid = 0;
+	nserver_pids = 0;
+	for (p = pids; nserver_pids < 32; p = end)
+	{
+		long		pid = strtol(p, &end, 10);
+
+		if (end == p)
+			break;
+		server_pids[nserver_pids++] = (int) pid;
+	}
+	postmaster_pid = 0;
+	if (nserver_pids > 0)
+	{
+		snprintf(path, sizeof(path), "/proc/%d/stat", server_pids[0]);
+		if (!read_stat(path, &postmaster_pid, &u, &k))
+			postmaster_pid = 0;
+	}
 }
 
 /*

@@ -15,8 +15,9 @@
  * as it loads (lq_roles_forget_mine).  An entry whose counts are all zero
  * is removed, so the table holds only the roles that hold or wait for a
  * lock; it grows with them, as the lock server's own memory does.  The
- * entry of InvalidOid (LQ_ROLES_ALL) counts the waiters of every role, for
- * lockq.max_waiters.
+ * entry of InvalidOid (LQ_ROLES_ALL) counts what every role has: its
+ * waiters for lockq.max_waiters, and its session-bound grants for the room
+ * in shared memory (lockq.session_locks_per_backend).
  *
  * A limit is checked by taking what it allows (lq_roles_reserve): the sum
  * over the lock servers is read and the calling one's count raised in one
@@ -66,7 +67,8 @@ typedef struct LqRoleReservation
 	LqRoleCount what;
 } LqRoleReservation;
 
-#define LQ_ROLES_MAX_RESERVED	2	/* all waiters, and the role's */
+#define LQ_ROLES_MAX_RESERVED	4	/* all of a kind and the role's, and a
+										 * hand-off's room */
 
 static LqRoleReservation lq_reserved[LQ_ROLES_MAX_RESERVED];
 static int	lq_nreserved = 0;
@@ -202,7 +204,8 @@ lq_roles_count(Oid role, LqRoleCount what, int delta)
 bool
 lq_roles_reserve(Oid role, LqRoleCount what, int limit)
 {
-	Assert(lq_nreserved < LQ_ROLES_MAX_RESERVED);
+	if (lq_nreserved >= LQ_ROLES_MAX_RESERVED)
+		elog(ERROR, "lockq request holds too many reservations");
 	if (!lq_roles_add(role, what, 1, limit))
 		return false;
 	lq_reserved[lq_nreserved].role = role;

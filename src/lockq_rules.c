@@ -108,7 +108,6 @@ static dlist_head lq_deferred;
 static LqSession *lq_sessions = NULL;
 static int64 lq_nwaiters = 0;
 static int64 lq_nholders = 0;
-static int	lq_nsession_grants = 0; /* in lockq_session.c, or about to be */
 static int	lq_nquick = 0;		/* grants in lockq_leases.c, or about to be */
 static int	lq_ndelayed = 0;	/* locks delayed after a restart */
 static int64 lq_delay_max = 0;	/* the latest of their ends */
@@ -317,7 +316,6 @@ lq_rules_reset(void)
 	}
 	lq_nwaiters = 0;
 	lq_nholders = 0;
-	lq_nsession_grants = 0;
 	lq_nquick = 0;
 	lq_ndelayed = 0;
 	lq_delay_max = 0;
@@ -697,7 +695,8 @@ lq_reply_forbidden(int slotno, uint64 reqid)
 static bool
 lq_room_for_session_grant(int slotno, uint64 reqid)
 {
-	if (lq_nsession_grants < lq_session_max())
+	/* the room is shared by every lock server: one count (lockq_roles.c) */
+	if (lq_roles_reserve(LQ_ROLES_ALL, LQ_ROLE_SESSION_LOCKS, lq_session_max()))
 		return true;
 	lq_reply_fail(slotno, reqid, LQ_ERR_NO_SESSION_ROOM,
 				  lockq_session_locks_per_backend);
@@ -781,7 +780,7 @@ lq_rules_hold(LqLock *lock, const LqHolder *h)
 	lq_shmem_hint_held(lock->lock_id, lock->owner);
 	if (h->in_shmem)
 	{
-		lq_nsession_grants++;
+		lq_roles_count(LQ_ROLES_ALL, LQ_ROLE_SESSION_LOCKS, 1);
 		lq_roles_count(h->role, LQ_ROLE_SESSION_LOCKS, 1);
 	}
 	else
@@ -1412,7 +1411,7 @@ lq_finish_end(LqLock *lock, int64 now)
 			return;
 		}
 		lq_outbox_grant_delete(lock->token);
-		lq_nsession_grants--;
+		lq_roles_count(LQ_ROLES_ALL, LQ_ROLE_SESSION_LOCKS, -1);
 		lock->in_shmem = false;
 	}
 	else

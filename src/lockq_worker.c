@@ -1817,7 +1817,16 @@ lockq_worker_main(Datum main_arg)
 
 	lq_worker_wait_for_drop();
 	BackgroundWorkerInitializeConnection(lockq_database, NULL, 0);
-	pgstat_report_appname("lockq lock server");
+	/* pg_stat_activity tells the lock servers apart by their names */
+	if (lq_my_server_no == 0)
+		pgstat_report_appname("lockq lock server");
+	else
+	{
+		char		name[NAMEDATALEN];
+
+		snprintf(name, sizeof(name), "lockq lock server %d", lq_my_server_no);
+		pgstat_report_appname(name);
+	}
 
 	lq_override_settings();
 

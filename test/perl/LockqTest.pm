@@ -65,6 +65,10 @@ log_line_prefix = '%m [%p] %b '
 max_connections = 100
 search_path = '"\$user", public, lockq'
 });
+	# the suite's second configuration: N lock servers (make test LOCK_SERVERS=N)
+	$node->append_conf('postgresql.conf',
+		"lockq.lock_servers = $ENV{LOCKQ_TEST_LOCK_SERVERS}\n")
+	  if $ENV{LOCKQ_TEST_LOCK_SERVERS};
 	$node->append_conf('postgresql.conf', $opts{conf}) if $opts{conf};
 	$node->start unless $opts{no_start};
 	$node->safe_psql('postgres', 'CREATE EXTENSION lockq')

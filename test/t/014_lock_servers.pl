@@ -19,14 +19,9 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use LockqTest;
 
-my $node = lockq_node('servers', conf => "lockq.lock_servers = 2\n");
-
-sub servers
-{
-	return $node->safe_psql('postgres',
-		"SELECT string_agg(pid::text, ' ' ORDER BY pid) FROM pg_stat_activity
-		  WHERE backend_type = 'lockq lock server'");
-}
+my $node = lockq_node('servers',
+	conf => "lockq.lock_servers = 2\nlockq.session_locks_per_backend = 1\n"
+	  . "lockq.max_session_locks_per_role = 1000000\n");
 
 ok($node->poll_query_until('postgres',
 		"SELECT count(*) = 2 FROM pg_stat_activity WHERE backend_type = 'lockq lock server'"),
@@ -80,14 +75,12 @@ is(queue_of($node, $b0), 'w1 w2 w3', "the queue of $b0 is in arrival order");
 is(queue_of($node, $b1), 'w1 w2 w3', "the queue of $b1 is in arrival order");
 
 # --- lock server 1 restarts; lock server 0 serves on -----------------------------
-my ($s0) = $node->safe_psql('postgres',
-	"SELECT pid FROM pg_stat_activity WHERE backend_type = 'lockq lock server'
-	  AND backend_start = (SELECT min(backend_start) FROM pg_stat_activity
-	                        WHERE backend_type = 'lockq lock server')");
-my $before = servers();
-my @pids = split / /, $before;
-# terminate the one that is not lock server 0 (the first to start)
-my ($s1) = grep { $_ != $s0 } @pids;
+is($node->safe_psql('postgres',
+		"SELECT string_agg(application_name, ', ' ORDER BY application_name)
+		   FROM pg_stat_activity WHERE backend_type = 'lockq lock server'"),
+	'lockq lock server, lockq lock server 1', 'pg_stat_activity names each');
+my $s1 = $node->safe_psql('postgres',
+	"SELECT pid FROM pg_stat_activity WHERE application_name = 'lockq lock server 1'");
 $node->safe_psql('postgres', "SELECT pg_terminate_backend($s1)");
 my $t0 = scalar_query($node, "SELECT lockq_try('$c0', 'during', '1 hour')");
 ok($t0 > 0, 'lock server 0 grants while lock server 1 restarts');
@@ -132,6 +125,26 @@ ok($node->poll_query_until('postgres',
 ok(scalar_query($node, "SELECT lockq_try('$a0', 'next', '1 hour')") > 0 &&
 	scalar_query($node, "SELECT lockq_try('$a1', 'next', '1 hour')") > 0,
 	'and both locks are free for others');
+
+# --- the room for session-bound grants is one for both lock servers -----------
+# (lockq.session_locks_per_backend = 1: as many as there are backends)
+my $room = $node->safe_psql('postgres',
+	"SELECT current_setting('max_connections')::int
+	      + current_setting('autovacuum_max_workers')::int + 1
+	      + current_setting('max_worker_processes')::int
+	      + current_setting('max_wal_senders')::int");
+my $sess = $node->background_psql('postgres');
+is($sess->query_safe(
+		"SELECT count(lockq_try('room' || i)) FROM generate_series(1, $room) i"),
+	$room, "$room session-bound locks fit, over both partitions");
+my ($ret, $out, $err) = $node->psql('postgres',
+	"SELECT lockq_try('$part{0}[4]'), lockq_try('$part{1}[4]')");
+like($err, qr/ERROR:  out of shared memory for session-bound locks/,
+	'one more is refused, whichever lock server it goes to');
+$sess->quit;
+ok($node->poll_query_until('postgres',
+		"SELECT count(*) = 0 FROM lockq_locks WHERE lock_id LIKE 'room%'"),
+	'they end with their session');
 
 # --- a clean restart, then a crash: durable grants of both partitions stay ------
 my $high = scalar_query($node, 'SELECT max(token) FROM lockq_locks');
