@@ -191,14 +191,6 @@ lq_guc_define(void)
 							PGC_SIGHUP, 0,
 							NULL, NULL, NULL);
 
-	DefineCustomIntVariable("lockq.lock_servers",
-							"Sets the number of lock server processes; each serves the locks whose ids hash to it.",
-							NULL,
-							&lockq_lock_servers,
-							1, 1, LQ_GUC_MAX_SERVERS,
-							PGC_POSTMASTER, 0,
-							NULL, NULL, NULL);
-
 	DefineCustomIntVariable("lockq.max_server_memory",
 							"Sets the most memory the lock server's lock state may use.",
 							"Requests that would add a lock or a waiter are refused beyond it.",
@@ -240,6 +232,14 @@ lq_guc_define(void)
 							"Locks taken with owner NULL are kept in shared memory; the room is shared by all sessions, so one may hold more when others hold fewer.",
 							&lockq_session_locks_per_backend,
 							64, 1, 100000,
+							PGC_POSTMASTER, 0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("lockq.lock_servers",
+							"Sets the number of lock server processes; each serves the locks whose ids hash to it.",
+							NULL,
+							&lockq_lock_servers,
+							1, 1, LQ_GUC_MAX_SERVERS,
 							PGC_POSTMASTER, 0,
 							NULL, NULL, NULL);
 }

@@ -28,7 +28,7 @@ our @EXPORT = qw(lockq_node start_waiter waiter_result wait_for_waiters
   wait_for_holder worker_pid scalar_query crash_restart end_session
   require_tool fault_functions fault_fired wait_for_worker queue_of
   backend_pid create_churn node_client go_client go_run start_pgbouncer
-  poll_until wait_for_exit);
+  poll_until wait_for_exit lock_servers);
 
 # require_tool(ok, what) skips the whole test file when a tool it needs is
 # missing (ok false), with what as the reason; but under make test
@@ -246,10 +246,18 @@ sub fault_fired
 }
 
 # wait_for_worker(node, old_pid) polls until a lock server runs (one other
-# than old_pid, if given) and answers.
+# than old_pid, if given) and answers; with several, until all run (none of
+# them old_pid).
 sub wait_for_worker
 {
 	my ($node, $old) = @_;
+	if (lock_servers() > 1)
+	{
+		my $cond = defined $old ? "AND pid <> $old" : '';
+		return $node->poll_query_until('postgres',
+			"SELECT count(*) = " . lock_servers() . " FROM pg_stat_activity
+			  WHERE backend_type = 'lockq lock server' $cond");
+	}
 	my $cond = defined $old ? "AND worker_pid <> $old" : '';
 	return $node->poll_query_until('postgres',
 		"SELECT worker_pid IS NOT NULL $cond FROM lockq_stats");
@@ -279,13 +287,28 @@ END $$;
 	return;
 }
 
-# worker_pid(node) returns the pid of the lock server.
+# lock_servers(): the lock servers the nodes of lockq_node run
+# (lockq.lock_servers: the suite's second configuration sets it).
+sub lock_servers
+{
+	return $ENV{LOCKQ_TEST_LOCK_SERVERS} || 1;
+}
+
+# worker_pid(node, [lock]) returns the pid of the lock server that serves
+# lock (with one lock server: the lock server), or of lock server 0.
 sub worker_pid
 {
-	my ($node) = @_;
+	my ($node, $lock) = @_;
 	return $node->safe_psql('postgres',
 		"SELECT pid FROM pg_stat_activity WHERE backend_type = 'lockq lock server'"
-	);
+	) if lock_servers() == 1;
+	my $k = defined $lock ? $node->safe_psql('postgres',
+		"SELECT ((hashtext('$lock')::bigint & 4294967295) % 4096) % "
+		  . lock_servers()) : 0;
+	my $name = $k == 0 ? 'lockq lock server' : "lockq lock server $k";
+	return $node->safe_psql('postgres',
+		"SELECT pid FROM pg_stat_activity WHERE backend_type = 'lockq lock server'
+		    AND application_name = '$name'");
 }
 
 # node_client(): the Node.js client (client/node) in a directory of its

@@ -86,10 +86,10 @@ my $holder = $node->background_psql('postgres');
 my $tok = $holder->query_safe("SELECT lockq_try('R')");
 my $w = start_waiter($node, 'r-waiter', "SELECT 'granted:' || lockq_get('R');");
 ok(wait_for_waiters($node, 'R', 1), 'a session-bound waiter queues behind a session-bound holder');
-my $old = worker_pid($node);
+my $old = worker_pid($node, 'R');
 $node->safe_psql('postgres', "SELECT pg_terminate_backend($old)");
 ok($node->poll_query_until('postgres',
-		"SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'lockq lock server' AND pid <> $old"),
+		"SELECT count(*) = " . lock_servers() . " FROM pg_stat_activity WHERE backend_type = 'lockq lock server' AND pid <> $old"),
 	'the lock server restarted');
 is(scalar_query($node, "SELECT token FROM lockq_locks WHERE lock_id = 'R'"), $tok,
 	'the session-bound grant is still there, from shared memory');
@@ -111,10 +111,10 @@ is($holder->query_safe("SELECT lockq_release('F')"), 't', 'the holder releases')
 ok($node->poll_query_until('postgres',
 		"SELECT deferred_handoffs > 0 FROM lockq_stats"),
 	'the hand-off waits for the fenced transaction');
-$old = worker_pid($node);
+$old = worker_pid($node, 'F');
 $node->safe_psql('postgres', "SELECT pg_terminate_backend($old)");
 ok($node->poll_query_until('postgres',
-		"SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'lockq lock server' AND pid <> $old"),
+		"SELECT count(*) = " . lock_servers() . " FROM pg_stat_activity WHERE backend_type = 'lockq lock server' AND pid <> $old"),
 	'the lock server restarted');
 # the waiter must still be waiting: nobody holds F, and the fence is open
 is(scalar_query($node, "SELECT count(*) FROM lockq_waiters WHERE lock_id = 'F'"), '1',

@@ -17,7 +17,7 @@ use Time::HiRes qw(time);
 use LockqTest;
 
 my $node = lockq_node('client');
-my $worker = worker_pid($node);
+my $worker = worker_pid($node, 'N');
 
 # A client-side waiter: a session that listens on its own channel.
 sub client

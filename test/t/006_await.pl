@@ -165,7 +165,7 @@ ok(wait_awaiting($_), "$_ awaits") for qw(a_r1 a_r2);
 scalar_query($node, "SELECT lockq_cancel('R', 'r2')");
 like(waiter_result($r2, qr/(ERROR:.*)/), qr/55000|no longer waiting for lock "R"/,
 	'lockq_cancel ends the await of the waiter it withdraws');
-my $old = worker_pid($node);
+my $old = worker_pid($node, 'R');
 scalar_query($node, "SELECT pg_terminate_backend($old)");
 ok(wait_for_worker($node, $old), 'the lock server restarted');
 is(queue_of($node, 'R'), 'r1', 'r1 still queued');

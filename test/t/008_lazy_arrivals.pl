@@ -150,7 +150,7 @@ $h->quit;
 	ok($t > 0, 'h holds lz5');
 	my $g = start_waiter($node, 'g', "SELECT 'got:' || lockq_get('lz5', 'g');");
 	ok(waiting_in_call('g'), 'g waits, unread by the lock server');
-	my $old = worker_pid($node);
+	my $old = worker_pid($node, 'lz5');
 	$node->safe_psql('postgres', "SELECT pg_terminate_backend($old)");
 	ok(wait_for_worker($node, $old), 'a new lock server runs');
 	is(queue_of($node, 'lz5'), 'g', 'it has g queued (the slots in flight are read again)');
