@@ -164,7 +164,7 @@ for my $client (sort keys %clients)
 			# nothing is renewed, ended or granted meanwhile: A's lease ends
 			# by its local deadline (or the client's renewals do not need
 			# the lock server, and it goes on holding)
-			my $wpid = worker_pid($node);
+			my $wpid = worker_pid($node, $lock);
 			kill 'STOP', $wpid;
 			my $t = time();
 			my $ended = agent_says($a, qr/^(?:stopped|released)/m, 10);
