@@ -18,9 +18,11 @@
  *	- wait    the process stalls until lockq_fault_wakeup(name) (at most
  *			  five minutes).
  * A point fires after skip hits, then times times (times < 0: every hit).
+ * A point armed for one lock server (server >= 0, lockq.lock_servers) is
+ * hit only there; otherwise in any process that reaches it.
  *
  * A crash restart empties the table, so points on the recovery path are
- * armed from the GUC lockq.fault_points ('name:action[:arg[:skip[:times]]]'
+ * armed from the GUC lockq.fault_points ('name:action[:arg[:skip[:times[:server]]]]'
  * items, comma-separated) by the lock server when it starts and on SIGHUP;
  * a point already in the table is not armed again, so such a point fires
  * at most times times per shared-memory lifetime.
@@ -84,6 +86,8 @@ typedef struct LqFaultPoint
 	int			arg;			/* sleep: milliseconds */
 	int			skip;			/* hits still to let pass */
 	int			remaining;		/* firings left; < 0: unlimited */
+	int			server;			/* the lock server it is hit in; -1: any
+								 * process */
 	uint64		hits;
 	uint64		fired;
 	uint64		wake_gen;		/* bumped by lockq_fault_wakeup */
@@ -100,6 +104,8 @@ typedef struct LqFaultShared
 
 static LqFaultShared *lq_faults = NULL;
 static char *lq_fault_points_guc = NULL;
+static int	lq_fault_my_server = -1;	/* lq_fault_set_server; -1: not a
+										 * lock server */
 
 PG_FUNCTION_INFO_V1(lockq_fault_arm);
 PG_FUNCTION_INFO_V1(lockq_fault_disarm);
@@ -137,7 +143,7 @@ lq_fault_define_guc(void)
 {
 	DefineCustomStringVariable("lockq.fault_points",
 							   "Fault-injection points the lock server arms when it starts (test build only).",
-							   "A comma-separated list of name:action[:arg[:skip[:times]]].",
+							   "A comma-separated list of name:action[:arg[:skip[:times[:server]]]].",
 							   &lq_fault_points_guc,
 							   "",
 							   PGC_SIGHUP, GUC_NOT_IN_SAMPLE,
@@ -177,12 +183,13 @@ lq_fault_parse_action(const char *s, LqFaultAction *action)
 }
 
 /*
- * lq_fault_arm arms (or re-arms) a point.  With only_new, a point that is
+ * lq_fault_arm arms (or re-arms) a point, for lock server server only
+ * (-1: any process).  With only_new, a point that is
  * already in the table is left as it is.  Raises when the table is full.
  */
 static void
 lq_fault_arm(const char *name, LqFaultAction action, int arg, int skip,
-			 int times, bool only_new)
+			 int times, int server, bool only_new)
 {
 	LqFaultPoint *p;
 	int			i;
@@ -219,6 +226,7 @@ lq_fault_arm(const char *name, LqFaultAction action, int arg, int skip,
 		p->arg = arg;
 		p->skip = skip;
 		p->remaining = times;
+		p->server = server;
 	}
 	SpinLockRelease(&lq_faults->mutex);
 	if (full)
@@ -246,13 +254,13 @@ lq_fault_arm_from_guc(void)
 	for (item = strtok_r(list, ",", &save); item != NULL;
 		 item = strtok_r(NULL, ",", &save))
 	{
-		char	   *fields[5] = {NULL, NULL, NULL, NULL, NULL};
+		char	   *fields[6] = {NULL, NULL, NULL, NULL, NULL, NULL};
 		char	   *fsave = NULL;
 		char	   *f;
 		int			n = 0;
 		LqFaultAction action;
 
-		for (f = strtok_r(item, ":", &fsave); f != NULL && n < 5;
+		for (f = strtok_r(item, ":", &fsave); f != NULL && n < 6;
 			 f = strtok_r(NULL, ":", &fsave))
 			fields[n++] = f;
 		if (n < 2 || !lq_fault_parse_action(fields[1], &action))
@@ -264,7 +272,7 @@ lq_fault_arm_from_guc(void)
 		}
 		lq_fault_arm(fields[0], action, n > 2 ? atoi(fields[2]) : 0,
 					 n > 3 ? atoi(fields[3]) : 0, n > 4 ? atoi(fields[4]) : 1,
-					 true);
+					 n > 5 ? atoi(fields[5]) : -1, true);
 		ereport(LOG, (errmsg("lockq fault point \"%s\" armed: %s",
 							 fields[0], fields[1])));
 	}
@@ -352,7 +360,7 @@ lq_fault_hit(const char *name)
 
 	SpinLockAcquire(&lq_faults->mutex);
 	p = lq_fault_find(name);
-	if (p != NULL)
+	if (p != NULL && (p->server < 0 || p->server == lq_fault_my_server))
 	{
 		p->hits++;
 		if (p->skip > 0)
@@ -403,6 +411,16 @@ lq_fault_hit(const char *name)
 	}
 }
 
+/*
+ * lq_fault_set_server tells the fault points that this process is lock
+ * server server.  Called by the lock server when it starts.
+ */
+void
+lq_fault_set_server(int server)
+{
+	lq_fault_my_server = server;
+}
+
 static void
 lq_fault_check_caller(void)
 {
@@ -417,8 +435,10 @@ lq_fault_check_caller(void)
 }
 
 /*
- * lockq_fault_arm(name, action, arg, skip, times) arms a point, replacing
- * an earlier arming of the same name (its counters restart).
+ * lockq_fault_arm(name, action, arg, skip, times, server) arms a point,
+ * replacing an earlier arming of the same name (its counters restart);
+ * server NULL (or left out): hit in any process, else only in that lock
+ * server.
  */
 Datum
 lockq_fault_arm(PG_FUNCTION_ARGS)
@@ -441,7 +461,9 @@ lockq_fault_arm(PG_FUNCTION_ARGS)
 				 errhint("Use error, fatal, panic, sleep or wait.")));
 	lq_fault_arm(name, action, PG_ARGISNULL(2) ? 0 : PG_GETARG_INT32(2),
 				 PG_ARGISNULL(3) ? 0 : PG_GETARG_INT32(3),
-				 PG_ARGISNULL(4) ? 1 : PG_GETARG_INT32(4), false);
+				 PG_ARGISNULL(4) ? 1 : PG_GETARG_INT32(4),
+				 (PG_NARGS() < 6 || PG_ARGISNULL(5)) ? -1 : PG_GETARG_INT32(5),
+				 false);
 	PG_RETURN_VOID();
 }
 
@@ -493,7 +515,8 @@ lockq_fault_wakeup(PG_FUNCTION_ARGS)
 
 /*
  * lockq_faults() lists the points in the table: name, action, arg, skip
- * left, firings left, hits, firings, processes waiting.
+ * left, firings left, hits, firings, processes waiting, and the lock server
+ * it is hit in (NULL: any process).
  */
 Datum
 lockq_faults(PG_FUNCTION_ARGS)
@@ -510,8 +533,8 @@ lockq_faults(PG_FUNCTION_ARGS)
 
 	for (i = 0; i < LQ_FAULT_POINTS; i++)
 	{
-		Datum		values[8];
-		bool		nulls[8] = {0};
+		Datum		values[9];
+		bool		nulls[9] = {0};
 		LqFaultPoint *p = &copy[i];
 
 		if (!p->in_use)
@@ -524,6 +547,8 @@ lockq_faults(PG_FUNCTION_ARGS)
 		values[5] = Int64GetDatum((int64) p->hits);
 		values[6] = Int64GetDatum((int64) p->fired);
 		values[7] = Int32GetDatum(p->waiting);
+		values[8] = Int32GetDatum(p->server);
+		nulls[8] = p->server < 0;
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;

@@ -30,6 +30,7 @@ extern Size lq_fault_shmem_size(void);
 extern void lq_fault_shmem_startup(void);
 extern void lq_fault_define_guc(void);
 extern void lq_fault_arm_from_guc(void);
+extern void lq_fault_set_server(int server);
 
 #define LQ_FAULT(name) lq_fault_hit(name)
 
@@ -40,6 +41,7 @@ extern void lq_fault_arm_from_guc(void);
 #define lq_fault_shmem_startup() ((void) 0)
 #define lq_fault_define_guc() ((void) 0)
 #define lq_fault_arm_from_guc() ((void) 0)
+#define lq_fault_set_server(server) ((void) 0)
 
 #endif							/* LOCKQ_FAULT_INJECTION */
 

@@ -1809,6 +1809,7 @@ void
 lockq_worker_main(Datum main_arg)
 {
 	lq_shmem_server_attach(DatumGetInt32(main_arg));
+	lq_fault_set_server(DatumGetInt32(main_arg));
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, lq_sigterm);
 

@@ -8,7 +8,8 @@
 -- (see LICENSE).
 
 CREATE FUNCTION lockq_fault_arm(name text, action text, arg integer DEFAULT 0,
-								skip integer DEFAULT 0, times integer DEFAULT 1)
+								skip integer DEFAULT 0, times integer DEFAULT 1,
+								server integer DEFAULT NULL)
 RETURNS void AS 'lockq', 'lockq_fault_arm' LANGUAGE C VOLATILE;
 
 CREATE FUNCTION lockq_fault_disarm(name text DEFAULT NULL)
@@ -20,5 +21,5 @@ RETURNS void AS 'lockq', 'lockq_fault_wakeup' LANGUAGE C VOLATILE;
 CREATE FUNCTION lockq_faults(OUT name text, OUT action text, OUT arg integer,
 							 OUT skip integer, OUT remaining integer,
 							 OUT hits bigint, OUT fired bigint,
-							 OUT waiting integer)
+							 OUT waiting integer, OUT server integer)
 RETURNS SETOF record AS 'lockq', 'lockq_faults' LANGUAGE C VOLATILE;

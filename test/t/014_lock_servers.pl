@@ -3,7 +3,8 @@
 # arrival order and hand on; tokens increase strictly over all grants of
 # both; a session that ends holding grants in both loses them all; lock
 # server 1 terminated restarts with its partition's grants and queue while
-# lock server 0 serves on; a clean restart and a crash keep the durable
+# lock server 0 serves on, and so does lock server 0 while lock server 1 is
+# stalled (a fault point armed for it alone); a clean restart and a crash keep the durable
 # grants of both, and tokens afterwards are above every token before; a
 # stream of first-time locks in one partition uses that lock server's wide
 # marker, and a crash then delays every lock.
@@ -111,6 +112,31 @@ for my $id ($b0, $b1)
 	}
 }
 end_session($_->[2]) for @w;
+
+# --- lock server 1 stalled: lock server 0 serves on ------------------------------
+# (a fault point armed for lock server 1 only: lockq_fault_arm's server).
+# The session is open before: a session that ends while a lock server is
+# stalled keeps its slot until that one has applied the end too, and a new
+# session given that slot waits for it (doc/design/scaling.md).
+fault_functions($node);
+my $s0 = $node->background_psql('postgres');
+$s0->query_safe("SELECT lockq_now()");
+$node->safe_psql('postgres', "SELECT lockq_fault_arm('batch-start', 'wait', server => 1)");
+my $stalled = start_waiter($node, 'stalled',
+	"SELECT 'got:' || lockq_try('$a1', 'st', '1 minute');");
+ok(fault_fired($node, 'batch-start'), 'lock server 1 is stalled at the start of a batch');
+my $t_free = $s0->query_safe("SELECT lockq_try('$a0', 'free', '1 minute')");
+ok($t_free > 0, 'lock server 0 grants meanwhile');
+is($s0->query_safe("SELECT lockq_release('$a0', 'free', $t_free)"), 't', 'and releases');
+is($s0->query_safe("SELECT hits FROM lockq_faults() WHERE name = 'batch-start'"), '1',
+	'lock server 0 never hit the point armed for lock server 1');
+$node->safe_psql('postgres',
+	"SELECT lockq_fault_disarm('batch-start'); SELECT lockq_fault_wakeup('batch-start')");
+my $t_st = waiter_result($stalled, qr/got:(\d+)/);
+ok(defined $t_st && $t_st > $t_free, 'the request stalled in lock server 1 is granted once it goes on');
+is($s0->query_safe("SELECT lockq_release('$a1', 'st', $t_st)"), 't', 'and released');
+$stalled->quit;
+$s0->quit;
 
 # --- a session that ends holding grants in both partitions -----------------------
 my $s = start_waiter($node, 'both',
