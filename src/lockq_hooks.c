@@ -207,7 +207,7 @@ lq_let_database_go(const char *dbname)
 					(errmsg("lockq lock server leaves database \"%s\", which is being dropped", dbname)));
 			for (i = 0; i < lq_shared->nservers; i++)
 			{
-				int			k = *(volatile int *) &lq_shmem_server(i)->worker_pid;
+				int			k = lq_shmem_server_pid_of(i);
 
 				if (k != 0)
 					(void) kill(k, SIGTERM);

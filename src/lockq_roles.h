@@ -25,7 +25,10 @@ typedef enum LqRoleCount
 	LQ_ROLE_NCOUNTS
 } LqRoleCount;
 
-/* The entry that counts every role's waiters (lockq.max_waiters). */
+/*
+ * The entry that counts what every role has: waiters (lockq.max_waiters) and
+ * session-bound grants (the room of lockq.session_locks_per_backend).
+ */
 #define LQ_ROLES_ALL	InvalidOid
 
 /* The lock server only. */

@@ -1623,7 +1623,9 @@ typedef enum LqLimitKind
  * (lockq.max_waiters), or the role's own limit (lockq.max_*_per_role, as
  * the requesting session sees it).  A role at its limit affects no other
  * role.  False: the request may add it, and holds what it will count
- * (lq_roles_reserve) until it does, or until the request ends.
+ * (lq_roles_reserve) until it does, or until the request ends.  A refusal
+ * by the role's limit leaves all waiters' reservation held: the request's
+ * end gives it back (lq_rules_apply, lq_roles_end_request).
  */
 static bool
 lq_refuse_over_limit(int slotno, uint64 reqid, const LqRequest *req,
@@ -1664,7 +1666,6 @@ lq_refuse_over_limit(int slotno, uint64 reqid, const LqRequest *req,
 	}
 	if (lq_roles_reserve(req->role, what, limit))
 		return false;
-	lq_roles_end_request();		/* gives back the waiters' reservation */
 	lq_reply_fail(slotno, reqid, error, limit);
 	return true;
 }

@@ -397,10 +397,17 @@ lq_shmem_server_detach(void)
 }
 
 /*
- * lq_shmem_server_pid returns the process id of a running lock server, 0
- * if none runs.  Read without a lock: a stale value is harmless where it
- * is used (to tell whether one runs, to name or signal it).
+ * lq_shmem_server_pid_of returns the process id of lock server i, 0 if it
+ * does not run; lq_shmem_server_pid that of any running lock server.  Read
+ * without a lock: a stale value is harmless where it is used (to tell
+ * whether one runs, to name or signal it).
  */
+int
+lq_shmem_server_pid_of(int i)
+{
+	return *(volatile int *) &lq_shmem_server(i)->worker_pid;
+}
+
 int
 lq_shmem_server_pid(void)
 {
@@ -408,7 +415,7 @@ lq_shmem_server_pid(void)
 
 	for (i = 0; i < lq_shared->nservers; i++)
 	{
-		int			pid = *(volatile int *) &lq_shmem_server(i)->worker_pid;
+		int			pid = lq_shmem_server_pid_of(i);
 
 		if (pid != 0)
 			return pid;

@@ -482,6 +482,7 @@ extern void lq_shmem_server_attach(int i);
 extern void lq_shmem_server_announce(void);
 extern void lq_shmem_server_detach(void);
 extern int	lq_shmem_server_pid(void);
+extern int	lq_shmem_server_pid_of(int i);
 extern void lq_shmem_gauges(LqGauges *out);
 extern void lq_shmem_ring_push(int server, LqEntry entry);
 extern int	lq_shmem_ring_drain(LqEntry *out, int max, bool *overflow);

@@ -1602,7 +1602,7 @@ lq_stop_is_last(void)
 		return false;
 	for (i = 1; i < lq_shared->nservers; i++)
 	{
-		while (*(volatile int *) &lq_shmem_server(i)->worker_pid != 0)
+		while (lq_shmem_server_pid_of(i) != 0)
 		{
 			if (waited >= LQ_STOP_WAIT_MS)
 			{
