@@ -326,6 +326,25 @@ COMMENT ON VIEW lockq.lockq_stats IS
 
 GRANT SELECT ON lockq.lockq_locks, lockq.lockq_waiters, lockq.lockq_stats TO PUBLIC;
 
+-- lockq runs lockq.lock_servers lock servers, each serving its partition of
+-- the locks: one row for each.
+CREATE FUNCTION lockq.lockq_lock_servers(
+	OUT server integer, OUT pid integer, OUT holders bigint,
+	OUT waiters bigint, OUT longest_queue bigint, OUT delayed_locks bigint,
+	OUT state_memory bigint, OUT queued_requests bigint,
+	OUT batches bigint, OUT flush_wait_since timestamptz)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'lockq_lock_server_rows'
+LANGUAGE C VOLATILE PARALLEL RESTRICTED;
+COMMENT ON FUNCTION lockq.lockq_lock_servers() IS
+'One row per lock server (lockq.lock_servers), from shared memory; empty where lockq does not run.';
+
+CREATE VIEW lockq.lockq_lock_servers AS
+	SELECT * FROM lockq.lockq_lock_servers();
+COMMENT ON VIEW lockq.lockq_lock_servers IS
+'Each lock server: its pid (NULL while it does not run), the gauges of its partition of the locks, the requests waiting for it, the batches it began, and since when it waits for a flush.';
+GRANT SELECT ON lockq.lockq_lock_servers TO PUBLIC;
+
 -- Per-role limits and namespace privileges (see README.md, "Security").
 -- Members of lockq_admin write these tables, directly or through the
 -- functions below; each backend reads them directly (whatever the caller's

@@ -8,6 +8,7 @@
 \d lockq_locks
 \d lockq_waiters
 \d lockq_stats
+\d lockq_lock_servers
 SELECT p.proname, pg_get_function_arguments(p.oid) AS args,
 	   pg_get_function_result(p.oid) AS result, p.provolatile, p.proparallel,
 	   p.proisstrict
@@ -24,7 +25,7 @@ SELECT c.relname, c.relkind,
 SELECT has_schema_privilege('public', 'lockq', 'USAGE') AS public_schema_usage;
 SELECT v, has_table_privilege('public', v, 'SELECT') AS public_can_read
   FROM unnest(ARRAY['lockq_locks', 'lockq_waiters', 'lockq_stats',
-					 'lockq_role_usage', 'lockq_namespaces']) v;
+					 'lockq_role_usage', 'lockq_namespaces', 'lockq_lock_servers']) v;
 SELECT proname, has_function_privilege('public', p.oid, 'EXECUTE') AS public_may_call,
 	   has_function_privilege('lockq_admin', p.oid, 'EXECUTE') AS admin_may_call
   FROM pg_proc p
@@ -33,6 +34,19 @@ SELECT proname, has_function_privilege('public', p.oid, 'EXECUTE') AS public_may
  ORDER BY proname;
 SELECT worker_pid IS NOT NULL AS worker_running, worker_starts FROM lockq_stats;
 SELECT backend_type, application_name FROM pg_stat_activity WHERE backend_type = 'lockq lock server';
+-- one row per lock server (one here), whose gauges are those of lockq_stats:
+-- a grant with an owner is counted by its lock server
+SELECT server, pid = (SELECT worker_pid FROM lockq_stats) AS is_stats_worker,
+	   pid = (SELECT pid FROM pg_stat_activity WHERE backend_type = 'lockq lock server') AS is_running,
+	   holders, waiters, delayed_locks, queued_requests, batches > 0 AS batched,
+	   flush_wait_since
+  FROM lockq_lock_servers;
+SELECT lockq_try('servers-view', 'o') > 0 AS granted;
+SELECT holders, (SELECT holders FROM lockq_stats) AS stats_holders,
+	   state_memory > 0 AS has_state
+  FROM lockq_lock_servers;
+SELECT lockq_release('servers-view', 'o');
+SELECT holders FROM lockq_lock_servers;
 
 -- Dropping and creating the extension again discards the lock state, but
 -- tokens keep increasing: the new token sequence starts above the old one.

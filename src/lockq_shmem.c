@@ -424,6 +424,30 @@ lq_shmem_server_pid(void)
 }
 
 /*
+ * lq_shmem_server_gauges reads the gauges lock server i published after its
+ * last batch, and what waits in its arrival ring (*queued: entries pushed
+ * and not yet read; under its mutex, which orders the two positions).
+ */
+void
+lq_shmem_server_gauges(int i, LqGauges *out, uint64 *queued)
+{
+	LqServer   *sv = lq_shmem_server(i);
+
+	out->holders = pg_atomic_read_u64(&sv->holders);
+	out->waiters = pg_atomic_read_u64(&sv->waiters);
+	out->delayed = pg_atomic_read_u64(&sv->delayed);
+	out->delay_max = pg_atomic_read_u64(&sv->delay_max);
+	out->state_bytes = pg_atomic_read_u64(&sv->state_bytes);
+	out->longest_queue = pg_atomic_read_u64(&sv->longest_queue);
+	if (queued != NULL)
+	{
+		SpinLockAcquire(&sv->mutex);
+		*queued = sv->ring_tail - sv->ring_head;
+		SpinLockRelease(&sv->mutex);
+	}
+}
+
+/*
  * lq_shmem_gauges adds up the gauges the lock servers published after
  * their last batches; the longest queue and the latest delay are those of
  * any.
@@ -436,16 +460,15 @@ lq_shmem_gauges(LqGauges *out)
 	memset(out, 0, sizeof(LqGauges));
 	for (i = 0; i < lq_shared->nservers; i++)
 	{
-		LqServer   *sv = lq_shmem_server(i);
+		LqGauges	g;
 
-		out->holders += pg_atomic_read_u64(&sv->holders);
-		out->waiters += pg_atomic_read_u64(&sv->waiters);
-		out->delayed += pg_atomic_read_u64(&sv->delayed);
-		out->delay_max = Max(out->delay_max,
-							 pg_atomic_read_u64(&sv->delay_max));
-		out->state_bytes += pg_atomic_read_u64(&sv->state_bytes);
-		out->longest_queue = Max(out->longest_queue,
-								 pg_atomic_read_u64(&sv->longest_queue));
+		lq_shmem_server_gauges(i, &g, NULL);
+		out->holders += g.holders;
+		out->waiters += g.waiters;
+		out->delayed += g.delayed;
+		out->delay_max = Max(out->delay_max, g.delay_max);
+		out->state_bytes += g.state_bytes;
+		out->longest_queue = Max(out->longest_queue, g.longest_queue);
 	}
 }
 

@@ -261,9 +261,9 @@ typedef struct LqHeldHint
 /*
  * What belongs to one lock server: its arrival ring, its identity, the
  * wake-ups it left for backends to pass on, its batches and its gauges.
- * There is one (lq_shmem_server(0)): the layout is ready for several
- * partitioned lock servers (doc/design/scaling.md, "More than one lock
- * server"), which do not exist yet.
+ * There are lockq.lock_servers of them, lq_shmem_server(0) to (nservers - 1),
+ * each serving its partition of the locks (doc/design/scaling.md, "More
+ * than one lock server").
  *
  * Locking:
  *	- mutex protects the arrival ring (ring_overflow, ring_head, ring_tail,
@@ -278,7 +278,8 @@ typedef struct LqHeldHint
  *	  backends only read them.
  *	- batch_seq, sealed_batch, sealed_xid and grants_extoid are the lock
  *	  server's: it reads and writes them without a lock, and so does its
- *	  successor.
+ *	  successor.  lockq_lock_servers() reads batch_seq without a lock too, to
+ *	  show it (a stale value is harmless there).
  *	- settled_cv is a condition variable, with its own locking.
  */
 typedef struct LqServer
@@ -484,6 +485,7 @@ extern void lq_shmem_server_detach(void);
 extern int	lq_shmem_server_pid(void);
 extern int	lq_shmem_server_pid_of(int i);
 extern void lq_shmem_gauges(LqGauges *out);
+extern void lq_shmem_server_gauges(int i, LqGauges *out, uint64 *queued);
 extern void lq_shmem_ring_push(int server, LqEntry entry);
 extern int	lq_shmem_ring_drain(LqEntry *out, int max, bool *overflow);
 extern void lq_shmem_wake_servers(void);

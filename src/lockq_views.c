@@ -3,6 +3,7 @@
  * lockq_views.c
  *		lockq_stats(): the lock server's counters and gauges (and
  *		lockq_stats_reset()),
+ *		lockq_lock_servers(): each lock server's pid and gauges,
  *		lockq_waiting_backends(): the blocked lockq_get calls, and
  *		lockq_session_grants(): the session-bound grants, all read from
  *		shared memory.  The views are SQL over these and the tables, see the
@@ -142,6 +143,61 @@ lockq_stats_reset(PG_FUNCTION_ARGS)
 	lq_call_check_available();
 	lq_shmem_stats_reset();
 	PG_RETURN_VOID();
+}
+
+PG_FUNCTION_INFO_V1(lockq_lock_server_rows);
+
+/*
+ * lockq_lock_server_rows, SQL's lockq_lock_servers(), lists the lock servers (lockq.lock_servers), one row
+ * each: its number, its pid (NULL while it does not run), the gauges it
+ * published after its last batch (those of its partition of the locks),
+ * the requests waiting in its arrival ring, the batches it has begun since
+ * shared memory was created, and since when it has waited for a batch's
+ * flush (NULL when it does not wait).  lockq_stats adds the gauges up.
+ * Nothing where lockq does not run (a standby, another database).
+ */
+Datum
+lockq_lock_server_rows(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	int			i;
+
+	InitMaterializedSRF(fcinfo, 0);
+	if (!lq_call_is_available())
+		return (Datum) 0;		/* nothing of ours in shared memory here */
+
+	for (i = 0; i < lq_shared->nservers; i++)
+	{
+		LqServer   *sv = lq_shmem_server(i);
+		Datum		values[10];
+		bool		nulls[10];
+		LqGauges	g;
+		uint64		queued;
+		uint64		since;
+		int			pid = lq_shmem_server_pid_of(i);
+
+		memset(nulls, 0, sizeof(nulls));
+		lq_shmem_server_gauges(i, &g, &queued);
+		since = pg_atomic_read_u64(&sv->durable_wait_since);
+		values[0] = Int32GetDatum(i);
+		if (pid == 0)
+			nulls[1] = true;
+		else
+			values[1] = Int32GetDatum(pid);
+		values[2] = Int64GetDatum((int64) g.holders);
+		values[3] = Int64GetDatum((int64) g.waiters);
+		values[4] = Int64GetDatum((int64) g.longest_queue);
+		values[5] = Int64GetDatum((int64) g.delayed);
+		values[6] = Int64GetDatum((int64) g.state_bytes);
+		values[7] = Int64GetDatum((int64) queued);
+		values[8] = Int64GetDatum((int64) *(volatile uint64 *) &sv->batch_seq);
+		if (since == 0 || pid == 0)
+			nulls[9] = true;
+		else
+			values[9] = TimestampTzGetDatum(lq_clock_us_to_timestamptz((int64) since));
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
 }
 
 PG_FUNCTION_INFO_V1(lockq_waiting_backends);

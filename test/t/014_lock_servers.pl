@@ -75,6 +75,25 @@ for my $n (1 .. 3)
 is(queue_of($node, $b0), 'w1 w2 w3', "the queue of $b0 is in arrival order");
 is(queue_of($node, $b1), 'w1 w2 w3', "the queue of $b1 is in arrival order");
 
+# lockq_lock_servers shows each lock server with its partition's gauges, and
+# lockq_stats adds them up
+is($node->safe_psql('postgres', q{
+	SELECT string_agg(format('%s:%s/%s/%s/%s', s.server,
+				s.pid = a.pid, s.holders, s.waiters, s.longest_queue), ' '
+			ORDER BY s.server)
+	  FROM lockq_lock_servers s
+	  JOIN pg_stat_activity a
+		ON a.application_name = 'lockq lock server'
+			|| CASE WHEN s.server > 0 THEN ' ' || s.server ELSE '' END}),
+	'0:t/1/3/3 1:t/1/3/3',
+	'lockq_lock_servers: each pid, and each partition one holder and three waiters');
+is($node->safe_psql('postgres', q{
+	SELECT (SELECT sum(holders) FROM lockq_lock_servers) = holders
+		   AND (SELECT sum(waiters) FROM lockq_lock_servers) = waiters
+		   AND (SELECT pid FROM lockq_lock_servers WHERE server = 0) = worker_pid
+	  FROM lockq_stats}),
+	't', 'lockq_stats adds the lock servers up; its worker_pid is lock server 0\'s');
+
 # --- lock server 1 restarts; lock server 0 serves on -----------------------------
 is($node->safe_psql('postgres',
 		"SELECT string_agg(application_name, ', ' ORDER BY application_name)
