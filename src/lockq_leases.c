@@ -146,13 +146,18 @@ lq_leases_max(void)
 }
 
 /*
- * lq_leases_capacity: how many grants the table holds; the lock server
- * offers no more, so that a grant kept without its row always has room.
+ * lq_leases_capacity: how many grants of its locks a lock server may offer
+ * to the table; it offers no more, so that a grant kept without its row
+ * always has room.  The table is shared, so each of the lock servers has an
+ * equal share of it: together they never offer more than it holds (with a
+ * share each of the whole, two lock servers filled it, and a grant then
+ * kept without a row had no entry, its only record: lockq_holds said false
+ * to its holder, and a restarted lock server would not know of it).
  */
 int
 lq_leases_capacity(void)
 {
-	return lq_leases_max();
+	return lq_leases_max() / lq_shared->nservers;
 }
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;

@@ -28,7 +28,7 @@ our @EXPORT = qw(lockq_node start_waiter waiter_result wait_for_waiters
   wait_for_holder worker_pid scalar_query crash_restart end_session
   require_tool fault_functions fault_fired wait_for_worker queue_of
   backend_pid create_churn node_client go_client go_run start_pgbouncer
-  poll_until wait_for_exit lock_servers);
+  poll_until wait_for_exit lock_servers server_of id_of_server at_server);
 
 # require_tool(ok, what) skips the whole test file when a tool it needs is
 # missing (ok false), with what as the reason; but under make test
@@ -294,17 +294,48 @@ sub lock_servers
 	return $ENV{LOCKQ_TEST_LOCK_SERVERS} || 1;
 }
 
+# server_of(node, lock) returns the number of the lock server that serves
+# lock: its bucket (hashtext, which is the server's hash_bytes, of the id
+# modulo 4096) modulo the number of lock servers.
+sub server_of
+{
+	my ($node, $lock) = @_;
+	return 0 if lock_servers() == 1;
+	return $node->safe_psql('postgres',
+		"SELECT ((hashtext('$lock')::bigint & 4294967295) % 4096) % "
+		  . lock_servers());
+}
+
+# id_of_server(node, k, prefix) returns a lock id that lock server k
+# serves: prefix itself, or prefix followed by the first number that makes
+# one (so that a test can put locks of its own on one lock server).
+sub id_of_server
+{
+	my ($node, $k, $prefix) = @_;
+	return $prefix if lock_servers() == 1;
+	return $node->safe_psql('postgres', qq{
+		SELECT id FROM (SELECT i, '$prefix' || CASE WHEN i = 0 THEN '' ELSE i::text END AS id
+						  FROM generate_series(0, 1000) i) s
+		 WHERE ((hashtext(id)::bigint & 4294967295) % 4096) % } . lock_servers() . qq{ = $k
+		 ORDER BY i LIMIT 1});
+}
+
+# at_server(node, lock) is what lockq_fault_arm's call takes after its
+# other arguments so that the point fires only in the lock server of lock:
+# ", server => k" with several lock servers, nothing with one.
+sub at_server
+{
+	my ($node, $lock) = @_;
+	return '' if lock_servers() == 1;
+	return ', server => ' . server_of($node, $lock);
+}
+
 # worker_pid(node, [lock]) returns the pid of the lock server that serves
 # lock (with one lock server: the lock server), or of lock server 0.
 sub worker_pid
 {
 	my ($node, $lock) = @_;
-	return $node->safe_psql('postgres',
-		"SELECT pid FROM pg_stat_activity WHERE backend_type = 'lockq lock server'"
-	) if lock_servers() == 1;
-	my $k = defined $lock ? $node->safe_psql('postgres',
-		"SELECT ((hashtext('$lock')::bigint & 4294967295) % 4096) % "
-		  . lock_servers()) : 0;
+	my $k = defined $lock ? server_of($node, $lock) : 0;
 	my $name = $k == 0 ? 'lockq lock server' : "lockq lock server $k";
 	return $node->safe_psql('postgres',
 		"SELECT pid FROM pg_stat_activity WHERE backend_type = 'lockq lock server'

@@ -7,7 +7,8 @@
 # stalled (a fault point armed for it alone); a clean restart and a crash keep the durable
 # grants of both, and tokens afterwards are above every token before; a
 # stream of first-time locks in one partition uses that lock server's wide
-# marker, and a crash then delays every lock.
+# marker, and a crash then delays every lock; grants kept without a row on
+# both lock servers never outgrow the shared table that records them.
 #
 # Copyright (c) 2026, lockq developers
 # This file is part of lockq, released under the PostgreSQL License
@@ -226,6 +227,44 @@ my $tc = scalar_query($node, "SELECT lockq_try('$d0', 'y', '1 hour')");
 my $td = scalar_query($node, "SELECT lockq_try('$d1', 'y', '1 hour')");
 ok($tc > $tb && $td > $tc, 'tokens after the crash are above every one before')
   or diag("before: $ta $tb, after: $tc $td");
+
+# --- the shared table of grants kept without a row -------------------------------
+# Grants on unsettled locks are kept without their lockq.owners row (for
+# lockq.grant_row_delay, an hour here); the shared table of quickly
+# releasable grants (lockq_leases.c) is then their only record, so a lock
+# server offers it only its share: two lock servers with many such grants
+# each fill no more than the table holds, and every grant stays visible to
+# lockq_holds and lockq_locks (with a share each of the whole table, the
+# grants past its size had no record at all).
+$node->safe_psql('postgres',
+	"ALTER SYSTEM SET lockq.max_unsettled_rate = 0; ALTER SYSTEM SET lockq.grant_row_delay = '1h'; "
+	  . 'SELECT pg_reload_conf()');
+ok($node->poll_query_until('postgres', 'SHOW lockq.grant_row_delay', '1h'),
+	'every lock unsettled, grants kept without a row for an hour');
+is(scalar_query($node, q{
+	WITH ids AS MATERIALIZED (SELECT 'rowless:' || i AS id FROM generate_series(1, 1200) i),
+		 granted AS MATERIALIZED (SELECT id, lockq_try(id, 'r', '30 seconds') AS t FROM ids)
+	SELECT format('%s %s', count(*), count(*) FILTER (WHERE lockq_holds(id, t)))
+	  FROM granted WHERE t IS NOT NULL}),
+	'1200 1200',
+	'1,200 grants over both partitions: each holds');
+is(scalar_query($node, q{SELECT count(*) FROM lockq_locks WHERE lock_id LIKE 'rowless:%'}),
+	'1200', 'and each is shown');
+cmp_ok(scalar_query($node,
+		q{SELECT count(*) FROM lockq.lockq_rowless_grants() WHERE lock_id LIKE 'rowless:%'}),
+	'>', 0, 'some of them without a row');
+cmp_ok(scalar_query($node,
+		q{SELECT count(*) FROM lockq.owners WHERE lock_id LIKE 'rowless:%'}),
+	'>', 0, 'and the others with theirs, past the shares of the table');
+is(scalar_query($node, q{
+	SELECT count(*) FROM generate_series(1, 1200) i
+	 WHERE lockq_release('rowless:' || i, 'r')}), '1200', 'all released');
+$node->safe_psql('postgres',
+	'ALTER SYSTEM RESET lockq.max_unsettled_rate; ALTER SYSTEM RESET lockq.grant_row_delay; '
+	  . 'SELECT pg_reload_conf()');
+ok($node->poll_query_until('postgres', 'SHOW lockq.grant_row_delay', '100ms'), 'settings back');
+ok($node->poll_query_until('postgres', 'SELECT count(*) = 0 FROM lockq.unsettled'),
+	'and the wide markers settle');
 
 # --- a stream of first-time locks in partition 1: its wide marker ----------------
 # Above lockq.max_unsettled_rate lock server 1 makes every lock of its

@@ -1,6 +1,8 @@
 # The lock server is terminated (pg_terminate_backend): it restarts, keeps
 # the grants and the queue, takes over requests that were in flight, and no
-# waiter hangs.
+# waiter hangs.  With several lock servers (the suite's second
+# configuration) the one terminated is that of the test's locks, and the
+# locks of one case are put on one lock server.
 #
 # Copyright (c) 2026, lockq developers
 # This file is part of lockq, released under the PostgreSQL License
@@ -15,24 +17,24 @@ use LockqTest;
 
 my $node = lockq_node('worker');
 
+# restart_worker(lock): terminates the lock server of lock, waits for it
+# to come back, returns its new pid.
 sub restart_worker
 {
-	my ($old) = @_;
+	my ($lock) = @_;
+	my $old = worker_pid($node, $lock);
 	$node->safe_psql('postgres', "SELECT pg_terminate_backend($old)");
-	ok( $node->poll_query_until(
-			'postgres',
-			"SELECT count(*) = 1 FROM pg_stat_activity
-			  WHERE backend_type = 'lockq lock server' AND pid <> $old"),
-		'the lock server came back with a new pid');
-	return worker_pid($node);
+	ok(wait_for_worker($node, $old), 'the lock server came back with a new pid');
+	return worker_pid($node, $lock);
 }
 
-my $pid1 = worker_pid($node);
+my $pid1 = worker_pid($node, 'W');
 ok($pid1 > 0, 'lock server is running');
 
 # Grants, backend waiters and a client-side waiter.
 my $t_hold = scalar_query($node, "SELECT lockq_try('W', 'holder', '1 hour')");
-my $t_sess = scalar_query($node, "SELECT lockq_try('other', 'keeper', '1 hour')");
+my $other = id_of_server($node, server_of($node, 'W'), 'other');
+my $t_sess = scalar_query($node, "SELECT lockq_try('$other', 'keeper', '1 hour')");
 my @w;
 for my $n (qw(w1 w2))
 {
@@ -45,15 +47,15 @@ is(scalar_query($node, "SELECT lockq_enqueue('W', 'c1', '1 hour', NULL, '1 hour'
 my $queue_before = $node->safe_psql('postgres',
 	"SELECT string_agg(owner || '\@' || ts, ' ' ORDER BY position) FROM lockq_waiters");
 
-my $pid2 = restart_worker($pid1);
+my $pid2 = restart_worker('W');
 is($node->safe_psql('postgres',
 		"SELECT string_agg(owner || '\@' || ts, ' ' ORDER BY position) FROM lockq_waiters"),
 	$queue_before, 'the queue survived, same order and positions');
 is(scalar_query($node, "SELECT token FROM lockq_locks WHERE lock_id = 'W'"),
 	$t_hold, 'the grant survived');
-is(scalar_query($node, "SELECT lockq_holds('other', $t_sess)"), 't',
+is(scalar_query($node, "SELECT lockq_holds('$other', $t_sess)"), 't',
 	'an unrelated grant is still current');
-is(scalar_query($node, 'SELECT worker_starts FROM lockq_stats'), '2',
+is(scalar_query($node, 'SELECT worker_starts FROM lockq_stats'), lock_servers() + 1,
 	'the restart is counted');
 
 # The service works: the queue drains in order.
@@ -73,9 +75,11 @@ $_->quit for @w;
 # A request in flight when the worker goes: freeze the worker, send
 # requests, terminate it, let it go.  The new worker answers them.
 scalar_query($node, "SELECT lockq_try('F', 'holder', '1 hour')");
+$pid2 = worker_pid($node, 'F');
+my $g = id_of_server($node, server_of($node, 'F'), 'G');
 kill 'STOP', $pid2;
 my $try = start_waiter($node, 'inflight-try',
-	"SELECT 'try:' || coalesce(lockq_try('G', 'x', '1 minute')::text, 'null');");
+	"SELECT 'try:' || coalesce(lockq_try('$g', 'x', '1 minute')::text, 'null');");
 my $get = start_waiter($node, 'inflight-get',
 	"SELECT 'get:' || lockq_get('F', 'y', '1 minute');");
 ok( $node->poll_query_until(
@@ -85,11 +89,7 @@ ok( $node->poll_query_until(
 	'both requests are waiting for the frozen worker');
 $node->safe_psql('postgres', "SELECT pg_terminate_backend($pid2)");
 kill 'CONT', $pid2;
-ok( $node->poll_query_until(
-		'postgres',
-		"SELECT count(*) = 1 FROM pg_stat_activity
-		  WHERE backend_type = 'lockq lock server' AND pid <> $pid2"),
-	'a new worker started');
+ok(wait_for_worker($node, $pid2), 'a new worker started');
 like(waiter_result($try, qr/(try:\d+)/), qr/try:\d+/,
 	'the in-flight lockq_try was answered with a token');
 ok(wait_for_waiters($node, 'F', 1), 'the in-flight lockq_get was queued');
@@ -102,7 +102,7 @@ $get->quit;
 # Clock and tokens keep increasing across worker restarts.
 my $now_before = scalar_query($node, 'SELECT lockq_now()');
 my $tok_before = scalar_query($node, "SELECT lockq_try('T', 'a')");
-restart_worker(worker_pid($node));
+restart_worker('T');
 ok(scalar_query($node, 'SELECT lockq_now()') > $now_before,
 	'lockq_now keeps increasing across a worker restart');
 ok(scalar_query($node, "SELECT lockq_try('T2', 'a')") > $tok_before,
@@ -133,7 +133,7 @@ sub refused_at_limit
 }
 ok(refused_at_limit('limit3'),
 	'a third grant with an owner is refused at the limit');
-restart_worker(worker_pid($node));
+restart_worker('limit1');
 ok(refused_at_limit('limit3'),
 	'and still refused after a restart of the lock server');
 is(as_lim("SELECT lockq_release('limit1', 'x', $t_l1)"), 't',

@@ -12,6 +12,9 @@
 #     request, made before that entry is handled, are applied in their
 #     order (the next lockq_get gets a new grant, not the ended one).
 #
+# With several lock servers (the suite's second configuration) each fault
+# is armed for the lock server of the case's lock.
+#
 # Copyright (c) 2026, lockq developers
 # This file is part of lockq, released under the PostgreSQL License
 # (see LICENSE).
@@ -36,8 +39,9 @@ fault_functions($node);
 	my $t = scalar_query($node, "SELECT lockq_try('r10', 'o10', '1 second')");
 	ok($t > 0, 'a 1 s lease is granted');
 	# the next lock server stalls 2.5 s before it loads anything
-	$node->safe_psql('postgres', "SELECT lockq_fault_arm('recover-start', 'sleep', 2500)");
-	my $old = worker_pid($node);
+	$node->safe_psql('postgres', "SELECT lockq_fault_arm('recover-start', 'sleep', 2500"
+		  . at_server($node, 'r10') . ")");
+	my $old = worker_pid($node, 'r10');
 	$node->safe_psql('postgres', "SELECT pg_terminate_backend($old)");
 	my $r = start_waiter($node, 'renewer',
 		"SELECT 'renewed:' || lockq_renew('r10', 'o10', $t, '1 hour');");
@@ -92,8 +96,9 @@ fault_functions($node);
 
 # --- a state that cannot be loaded: requests get the error -----------------
 {
-	$node->safe_psql('postgres', "SELECT lockq_fault_arm('recover-start', 'error', 0, 0, -1)");
-	my $old = worker_pid($node);
+	$node->safe_psql('postgres', "SELECT lockq_fault_arm('recover-start', 'error', 0, 0, -1"
+		  . at_server($node, 'e8') . ")");
+	my $old = worker_pid($node, 'e8');
 	$node->safe_psql('postgres', "SELECT pg_terminate_backend($old)");
 	ok(fault_fired($node, 'recover-start'), 'the restarted lock server cannot load its state');
 	my $start = time();
@@ -115,8 +120,11 @@ fault_functions($node);
 	my $t = $s->query_safe("SELECT lockq_try('q6')");
 	ok($t > 0, 'a session-bound lock is held');
 	# the lock server stalls at its next batch, so the release stays queued
-	$node->safe_psql('postgres', "SELECT lockq_fault_arm('batch-start', 'wait')");
-	my $nudge = start_waiter($node, 'nudge', "SELECT lockq_try('nudge', 'o', '1 second');");
+	# (its lock server: the nudge goes to the same one)
+	my $nudge_id = id_of_server($node, server_of($node, 'q6'), 'nudge');
+	$node->safe_psql('postgres',
+		"SELECT lockq_fault_arm('batch-start', 'wait'" . at_server($node, 'q6') . ")");
+	my $nudge = start_waiter($node, 'nudge', "SELECT lockq_try('$nudge_id', 'o', '1 second');");
 	ok(fault_fired($node, 'batch-start'), 'the lock server is stalled');
 	is($s->query_safe("SELECT lockq_release('q6')"), 't',
 		'the holder releases at once (a quick release, queued for the lock server)');
@@ -141,8 +149,9 @@ fault_functions($node);
 {
 	# the next lock server waits before it loads its state: a lockq_get sent
 	# meanwhile is answered from the slots in flight, its ring entry stays
-	$node->safe_psql('postgres', "SELECT lockq_fault_arm('recover-start', 'wait')");
-	my $old = worker_pid($node);
+	$node->safe_psql('postgres',
+		"SELECT lockq_fault_arm('recover-start', 'wait'" . at_server($node, 'stale') . ")");
+	my $old = worker_pid($node, 'stale');
 	$node->safe_psql('postgres', "SELECT pg_terminate_backend($old)");
 	ok(fault_fired($node, 'recover-start'), 'the new lock server waits before loading');
 	my $s = start_waiter($node, 'stale', "SELECT 'first:' || lockq_get('stale', NULL, '1 min');");
@@ -150,7 +159,8 @@ fault_functions($node);
 			q{SELECT wait_event_type = 'Extension' FROM pg_stat_activity WHERE application_name = 'stale'}),
 		'a lockq_get waits for it');
 	# its first batch, which has that entry, waits too
-	$node->safe_psql('postgres', "SELECT lockq_fault_arm('batch-start', 'wait')");
+	$node->safe_psql('postgres',
+		"SELECT lockq_fault_arm('batch-start', 'wait'" . at_server($node, 'stale') . ")");
 	$node->safe_psql('postgres', "SELECT lockq_fault_wakeup('recover-start')");
 	my $t1 = waiter_result($s, qr/first:(\d+)/);
 	ok($t1 > 0, 'the lockq_get is granted while the state is rebuilt');

@@ -44,8 +44,15 @@ ok($node->poll_query_until('postgres', 'SELECT handoffs > 200 FROM lockq_stats')
 ok($node->poll_query_until('postgres',
 		q{SELECT string_agg(lock_id, ',') = 'hot' FROM lockq.unsettled}),
 	'it is unsettled, and only it: the idle ids have settled');
-my $hot_token = scalar_query($node,
-	q{SELECT max(token) FROM lockq_locks WHERE lock_id = 'hot'});
+# (the hot lock is free for a moment between its holders: read a token of
+# it while it is held)
+my $hot_token = '';
+ok(poll_until(sub {
+			$hot_token = scalar_query($node,
+				q{SELECT max(token) FROM lockq_locks WHERE lock_id = 'hot'});
+			return $hot_token ne '';
+		}),
+	'a token of the hot lock before the crash');
 
 # A second lock, e, is released and taken again with short leases just
 # before the crash: its grant is one the crash must end (the hot lock may
@@ -99,8 +106,11 @@ ok($node->poll_query_until('postgres', q{SELECT lockq_try('hot', 'c') IS NOT NUL
 my $waited = time() - $start;
 note sprintf('granted %.3f s later', $waited);
 cmp_ok($waited, '<', $ttl + $slack + 1, 'once its bound has passed');
-ok(scalar_query($node, q{SELECT token FROM lockq_locks WHERE lock_id = 'hot'}) > $hot_token,
-	'with a token above every one before the crash');
+my $hot_after = scalar_query($node, q{SELECT token FROM lockq_locks WHERE lock_id = 'hot'});
+ok($hot_after ne '' && $hot_after > $hot_token,
+	'with a token above every one before the crash')
+  or diag("before: $hot_token; after: '$hot_after'; its row: "
+	  . $node->safe_psql('postgres', q{SELECT string_agg(owner || ' ' || token, ', ') FROM lockq.owners WHERE lock_id = 'hot'}));
 
 $node->stop;
 done_testing();
