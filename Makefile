@@ -184,3 +184,21 @@ check-isolation:
 
 check-tap:
 	$(prove_installcheck)
+
+# The suite's second configuration: these TAP tests run again with two lock
+# servers (lockq.lock_servers = 2, set by LockqTest for LOCKQ_TEST_LOCK_SERVERS);
+# 014_lock_servers runs two in the first.  test/README.md says which are
+# left out, and why.
+LOCK_SERVERS_TESTS = 001_fifo 002_cancel 003_expiry 004_session_locks \
+	005_client_waiters 006_await 007_fences 008_lazy_arrivals 009_batch_wakeups \
+	010_quick_release 011_rowless_grants 012_fast_path 013_reference_model \
+	101_crash 102_worker_restart 103_worker_faults 104_batch_errors \
+	105_no_revival 106_scoped_delay 107_wide_unsettled 108_rebuild_answers \
+	109_restart_views 110_clock_jumps 112_maintenance 113_reinstall \
+	114_dump_restore 115_token_floor 116_preload_standby 117_failover \
+	120_chaos 121_crash_torture 201_search_path_attacks 202_role_isolation \
+	203_hint_collisions 204_expiry_wave
+.PHONY: check-tap-servers
+check-tap-servers:
+	LOCKQ_TEST_LOCK_SERVERS=2 $(MAKE) check-tap \
+	  PROVE_TESTS="$(LOCK_SERVERS_TESTS:%=test/t/%.pl)"

@@ -8,7 +8,8 @@
 # copy of the tree.  As another user it assumes the packages are there and
 # that it may write to PostgreSQL's extension directories (or has sudo).
 #
-# LOCKQ_TEST_SUITES limits the run: any of "modules regress isolation tap", or
+# LOCKQ_TEST_SUITES limits the run: any of "modules regress isolation tap
+# servers" (servers: the TAP tests that run again with two lock servers), or
 # "torture" (make torture: the randomized crash test alone, for
 # LOCKQ_TORTURE_SECONDS with LOCKQ_TORTURE_SEED).
 #
@@ -23,7 +24,7 @@ cd "$here"
 
 . "$here/test/setup-debian.sh"
 TESTUSER=${LOCKQ_TEST_USER:-lockqtest}
-SUITES=${LOCKQ_TEST_SUITES:-modules regress isolation tap}
+SUITES=${LOCKQ_TEST_SUITES:-modules regress isolation tap servers}
 log() { lq_log "$@"; }
 
 show_failures() {
@@ -67,6 +68,7 @@ for s in $SUITES; do
 		regress) targets+=(check-regress) ;;
 		isolation) targets+=(check-isolation) ;;
 		tap) targets+=(check-tap) ;;
+		servers) targets+=(check-tap-servers) ;;
 		torture) targets+=(check-torture) ;;
 		*) echo "unknown suite $s" >&2; exit 2 ;;
 	esac

@@ -7,6 +7,8 @@
 #    wakes what is left, at its next batch or before it sleeps (fails if
 #    it does not);
 #  * the stalled one returns with its grant once it goes on.
+# With several lock servers (the suite's second configuration) every lock
+# of a round is lock server 0's, and the faults are armed for it.
 #
 # Copyright (c) 2026, lockq developers
 # This file is part of lockq, released under the PostgreSQL License
@@ -33,6 +35,15 @@ sub idle
 		"SELECT count(*) = $want FROM pg_stat_activity WHERE application_name ~ '^(${tag}[0-9]+|nudge${tag})\$' AND state = 'idle'");
 }
 
+# the lock ids of a round: lock server 0's (id_of_server)
+my %ids;
+sub lock_of
+{
+	my ($tag, $i) = @_;
+	$ids{"$tag$i"} //= id_of_server($node, 0, "$tag$i-");
+	return $ids{"$tag$i"};
+}
+
 # tokens(sessions, tag): how many sessions printed their token.
 sub tokens
 {
@@ -52,14 +63,17 @@ sub tokens
 sub round
 {
 	my ($tag) = @_;
-	$node->safe_psql('postgres', "SELECT lockq_fault_arm('batch-start', 'wait')");
-	my $nudge = start_waiter($node, "nudge$tag", "SELECT lockq_try('nudge$tag', 'n');");
+	my $nudge_id = lock_of('nudge', $tag);
+	$node->safe_psql('postgres',
+		"SELECT lockq_fault_arm('batch-start', 'wait'" . at_server($node, $nudge_id) . ")");
+	my $nudge = start_waiter($node, "nudge$tag", "SELECT lockq_try('$nudge_id', 'n');");
 	ok(fault_fired($node, 'batch-start'), "$tag: the lock server is stalled");
 	my @s;
 	foreach my $i (0 .. $n - 1)
 	{
+		my $id = lock_of($tag, $i);
 		push @s, start_waiter($node, "$tag$i",
-			"SELECT '$tag$i:' || lockq_get('$tag$i', 'o$i', '1 min');");
+			"SELECT '$tag$i:' || lockq_get('$id', 'o$i', '1 min');");
 	}
 	ok($node->poll_query_until('postgres',
 			"SELECT count(*) = $n FROM pg_stat_activity WHERE wait_event_type = 'Extension' AND application_name LIKE '$tag%' AND application_name <> 'nudge$tag'"),
@@ -69,12 +83,13 @@ sub round
 
 # --- all answered in one batch return -----------------------------------------
 my ($nudge_a, @a) = round('a');
-my $b0 = scalar_query($node, 'SELECT batches FROM lockq_stats');
+my $batches = 'SELECT batches FROM lockq_lock_servers WHERE server = 0';
+my $b0 = scalar_query($node, $batches);
 $node->safe_psql('postgres',
 	"SELECT lockq_fault_disarm('batch-start'); SELECT lockq_fault_wakeup('batch-start')");
 ok(idle('a', $n + 1), "all $n return (and the nudge)");
 is(tokens(\@a, 'a'), $n, 'each with its grant');
-cmp_ok(scalar_query($node, 'SELECT batches FROM lockq_stats') - $b0, '<=', 3,
+cmp_ok(scalar_query($node, $batches) - $b0, '<=', 3,
 	'answered in a batch or two (a session passes the wake-ups on)');
 end_session($_) foreach ($nudge_a, @a);
 
@@ -88,12 +103,13 @@ my ($nudge_b, @b) = round('b');
 # the stalled one must return.
 $node->safe_psql('postgres',
 	"SELECT lockq_fault_arm('wakes-pass', 'wait', 0, 0, 1); "
-	  . "SELECT lockq_fault_arm('batch-after-publish', 'sleep', 2000, 0, -1); "
+	  . "SELECT lockq_fault_arm('batch-after-publish', 'sleep', 2000, 0, -1"
+	  . at_server($node, lock_of('nudge', 'b')) . "); "
 	  . "SELECT lockq_fault_disarm('batch-start'); SELECT lockq_fault_wakeup('batch-start')");
 ok(fault_fired($node, 'wakes-pass'), 'a woken backend stalls before it passes the wake-ups on');
 ok(idle('b', $n),
 	'the others return all the same: the lock server wakes them');
-is(scalar_query($node, "SELECT count(*) FROM lockq_locks WHERE lock_id LIKE 'b%' AND lock_id <> 'nudgeb'"),
+is(scalar_query($node, "SELECT count(*) FROM lockq_locks WHERE lock_id LIKE 'b%'"),
 	$n, "all $n hold their lock");
 $node->safe_psql('postgres',
 	"SELECT lockq_fault_disarm('batch-after-publish'); SELECT lockq_fault_wakeup('wakes-pass')");

@@ -21,6 +21,8 @@
 #    and taken the grant out of its table (fault point
 #    released-tokens-read), leaves the grant out (fails if the table forgets
 #    the grants it took out at once).
+# With several lock servers (the suite's second configuration) the one
+# stalled is that of the case's locks.
 #
 # Copyright (c) 2026, lockq developers
 # This file is part of lockq, released under the PostgreSQL License
@@ -57,11 +59,17 @@ sub sq
 	return $out;
 }
 
+# stall_lock_server(lock): the lock server of lock (with several, the
+# suite's second configuration, the others run on) stalls at its next batch.
 sub stall_lock_server
 {
-	$node->safe_psql('postgres', "SELECT lockq_fault_arm('batch-start', 'wait')");
+	my ($lock) = @_;
+	my $k = server_of($node, $lock);
+	$node->safe_psql('postgres',
+		"SELECT lockq_fault_arm('batch-start', 'wait'" . at_server($node, $lock) . ")");
 	# a request of its own makes the lock server start a batch, and stall
-	my $nudge = start_waiter($node, 'nudge', "SELECT lockq_try('nudge', 'n');");
+	my $id = id_of_server($node, $k, 'nudge');
+	my $nudge = start_waiter($node, 'nudge', "SELECT lockq_try('$id', 'n');");
 	ok(fault_fired($node, 'batch-start'), 'the lock server is stalled');
 	return $nudge;
 }
@@ -99,7 +107,7 @@ my $t1 = sq("SELECT lockq_try('Q1', 'a', '30 s')");
 # grant the crash below must end, not one it takes whole
 ok($node->poll_query_until('postgres', "SELECT count(*) = 1 FROM lockq.owners WHERE lock_id = 'Q1'"),
 	'the grant has its row');
-my $nudge = stall_lock_server();
+my $nudge = stall_lock_server('Q1');
 my $t0 = time();
 is(sq("SET statement_timeout = '5s'; SELECT lockq_release('Q1', 'a', $t1)"),
 	't', 'the release of a 30 s lease is answered while the lock server is stalled');
@@ -129,11 +137,12 @@ is(scalar_query($node, "SELECT lockq_try('Q1', 'b', '30 s') IS NULL"), 't',
 session();
 changed_hands('Q2');
 my $t2 = sq("SELECT lockq_try('Q2', 'a', '30 s')");
-my $pid = worker_pid($node);
-$nudge = stall_lock_server();
+my $pid = worker_pid($node, 'Q2');
+$nudge = stall_lock_server('Q2');
 is(sq("SELECT lockq_release('Q2', 'a', $t2)"), 't',
 	'Q2 is released while the lock server is stalled');
-sq("SELECT lockq_fault_arm('batch-before-commit', 'fatal'); SELECT lockq_fault_disarm('batch-start'); SELECT lockq_fault_wakeup('batch-start')");
+sq("SELECT lockq_fault_arm('batch-before-commit', 'fatal'" . at_server($node, 'Q2') . "); "
+	  . "SELECT lockq_fault_disarm('batch-start'); SELECT lockq_fault_wakeup('batch-start')");
 ok(fault_fired($node, 'batch-before-commit'),
 	'the batch that applied the release fails before its commit: the lock server exits');
 end_session($nudge);
@@ -171,9 +180,10 @@ is(scalar_query($node, "SELECT lockq_holds('Q3', $t3)"), 'f',
 
 # --- a first release, and a long lease, are released the normal way -------
 session();
+my $q5 = id_of_server($node, server_of($node, 'Q4'), 'Q5');
 my %t = (Q4 => sq("SELECT lockq_try('Q4', 'a', '2 minutes')"),
-	Q5 => sq("SELECT lockq_try('Q5', 'a', '30 s')"));
-$nudge = stall_lock_server();
+	$q5 => sq("SELECT lockq_try('$q5', 'a', '30 s')"));
+$nudge = stall_lock_server('Q4');
 my %rel;
 for my $lock (sort keys %t)
 {
@@ -181,10 +191,10 @@ for my $lock (sort keys %t)
 		"SELECT 'released:' || lockq_release('$lock', 'a', $t{$lock});");
 }
 ok($node->poll_query_until('postgres',
-		"SELECT count(*) = 2 FROM pg_stat_activity WHERE application_name IN ('relQ4', 'relQ5') AND wait_event_type = 'Extension'"),
+		"SELECT count(*) = 2 FROM pg_stat_activity WHERE application_name IN ('relQ4', 'rel$q5') AND wait_event_type = 'Extension'"),
 	'the releases of a 2-minute lease and of a fresh lock wait for the stalled lock server');
 is(sq("SELECT lockq_holds('Q4', $t{Q4})"), 't', 'meanwhile the 2-minute grant holds');
-is(sq("SELECT lockq_holds('Q5', $t{Q5})"), 't', 'and so does the fresh one');
+is(sq("SELECT lockq_holds('$q5', $t{$q5})"), 't', 'and so does the fresh one');
 resume_lock_server($nudge);
 $s->quit;
 for my $lock (sort keys %t)
@@ -207,7 +217,7 @@ changed_hands('Q6');
 my $t6 = sq("SELECT lockq_try('Q6', 'a', '30 s')");
 ok($node->poll_query_until('postgres', "SELECT count(*) = 1 FROM lockq.owners WHERE lock_id = 'Q6'"),
 	'Q6 has its row');
-$nudge = stall_lock_server();
+$nudge = stall_lock_server('Q6');
 is(sq("SELECT lockq_release('Q6', 'a', $t6)"), 't', 'Q6 is released while the lock server is stalled');
 sq("SELECT lockq_fault_arm('released-tokens-read', 'wait')");
 my $view = start_waiter($node, 'view',
@@ -215,7 +225,8 @@ my $view = start_waiter($node, 'view',
 ok(fault_fired($node, 'released-tokens-read'),
 	'a lockq_locks query has its snapshot, which sees the row, and stalls before it reads the released grants');
 resume_lock_server($nudge);
-ok($node->poll_query_until('postgres', "SELECT lockq_try('after-Q6', 'x', '30 s') IS NOT NULL"),
+my $after = id_of_server($node, server_of($node, 'Q6'), 'after-Q6');
+ok($node->poll_query_until('postgres', "SELECT lockq_try('$after', 'x', '30 s') IS NOT NULL"),
 	'the lock server has applied the release and published its batch');
 is(owners_rows('Q6'), '0', 'the row is gone');
 $s->query_safe("SELECT lockq_fault_wakeup('released-tokens-read'); SELECT lockq_fault_disarm('released-tokens-read')");

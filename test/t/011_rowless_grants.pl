@@ -18,6 +18,8 @@
 #    delayed;
 #  * lockq.grant_row_delay gives it its row once it has been held that
 #    long; 0 gives every grant its row at once.
+# With several lock servers (the suite's second configuration) the faults
+# are armed for the lock server of the case's locks.
 #
 # Copyright (c) 2026, lockq developers
 # This file is part of lockq, released under the PostgreSQL License
@@ -157,9 +159,10 @@ ok($node->poll_query_until('postgres', q{SELECT current_setting('lockq.max_grace
 # --- a lock server that restarts with shared memory intact keeps it -------
 my $t2 = covered_grant('R2', 'a');
 is(rowless('R2'), '1', 'R2 is held without a row');
-my $pid = worker_pid($node);
-q1("SELECT lockq_fault_arm('batch-start', 'fatal')");
-my $nudge = start_waiter($node, 'nudge', "SELECT lockq_try('nudge', 'n');");
+my $pid = worker_pid($node, 'R2');
+my $nudge_id = id_of_server($node, server_of($node, 'R2'), 'nudge');
+q1("SELECT lockq_fault_arm('batch-start', 'fatal'" . at_server($node, 'R2') . ")");
+my $nudge = start_waiter($node, 'nudge', "SELECT lockq_try('$nudge_id', 'n');");
 ok(fault_fired($node, 'batch-start'), 'the lock server exits');
 q1("SELECT lockq_fault_disarm('batch-start')");
 ok(wait_for_worker($node, $pid), 'its successor runs');
@@ -181,22 +184,24 @@ ok(q1("SELECT lockq_try('R2', 'c', '30 s')") > $t2, 'then c gets R2');
 # commit.
 my $t10 = covered_grant('R10', 'a');
 is(rowless('R10'), '1', 'R10 is held without a row');
-my $x10 = q1("SELECT lockq_try('X10', 'x', '30 s')");
-is(rows('X10'), '1', 'X10 is held, with a row, for the first time');
+my $x = id_of_server($node, server_of($node, 'R10'), 'X10');
+my $x10 = q1("SELECT lockq_try('$x', 'x', '30 s')");
+is(rows($x), '1', 'X10 is held, with a row, for the first time');
 my $sb = start_waiter($node, 'sb', "SELECT 'sb:' || (lockq_get('R10') IS NOT NULL);");
 ok(wait_for_waiters($node, 'R10', 1), 'a session-bound waiter queues for R10');
-$pid = worker_pid($node);
-q1("SELECT lockq_fault_arm('batch-start', 'wait')");
-my $stall = start_waiter($node, 'stall', "SELECT lockq_try('nudge', 'n');");
+$pid = worker_pid($node, 'R10');
+$nudge_id = id_of_server($node, server_of($node, 'R10'), 'nudge');
+q1("SELECT lockq_fault_arm('batch-start', 'wait'" . at_server($node, 'R10') . ")");
+my $stall = start_waiter($node, 'stall', "SELECT lockq_try('$nudge_id', 'n');");
 ok(fault_fired($node, 'batch-start'), 'the lock server is stalled');
-my $rx = start_waiter($node, 'rx', "SELECT 'rx:' || lockq_release('X10', 'x', $x10);");
+my $rx = start_waiter($node, 'rx', "SELECT 'rx:' || lockq_release('$x', 'x', $x10);");
 ok($node->poll_query_until('postgres',
 		"SELECT count(*) = 1 FROM pg_stat_activity WHERE application_name = 'rx' AND wait_event_type = 'Extension'"),
 	'the release of X10 waits for the lock server');
 is(q1("SELECT lockq_release('R10', 'a', $t10)"), 't', 'a releases R10, answered at once');
 # the stalled batch commits first (skipped), the next one is the releases'
 my $log_offset = -s $node->logfile;
-q1("SELECT lockq_fault_arm('batch-after-commit', 'fatal', 0, 1)");
+q1("SELECT lockq_fault_arm('batch-after-commit', 'fatal', 0, 1" . at_server($node, 'R10') . ")");
 q1("SELECT lockq_fault_disarm('batch-start'); SELECT lockq_fault_wakeup('batch-start')");
 ok(fault_fired($node, 'batch-after-commit'), 'the lock server exits after the commit of that batch');
 q1("SELECT lockq_fault_disarm('batch-after-commit')");

@@ -17,6 +17,8 @@
 #    the late release is false;
 #  * the end of its session, a lock-server restart and a crash;
 #  * a role with a limit of its own takes the normal path.
+# With several lock servers (the suite's second configuration) the faults
+# are armed for the lock server of the case's lock.
 #
 # Copyright (c) 2026, lockq developers
 # This file is part of lockq, released under the PostgreSQL License
@@ -52,7 +54,13 @@ sub session
 }
 
 # --- pairs on free locks do not reach the lock server ------------------------
-q1("SELECT lockq_release('warm', NULL, lockq_try('warm'))");
+# (a lock of each lock server: one that answers has loaded its state and
+# opened the fast path for its locks)
+for my $k (0 .. lock_servers() - 1)
+{
+	my $warm = id_of_server($node, $k, 'warm');
+	q1("SELECT lockq_release('$warm', NULL, lockq_try('$warm'))");
+}
 my $r0 = stats('requests');
 is(q1(q{SELECT count(*) FROM generate_series(1, 1000) i
 		 WHERE lockq_release('f' || i, NULL, lockq_try('f' || i))}), '1000',
@@ -118,8 +126,10 @@ end_session($w);
 # --- a request on its way keeps the fast path off -----------------------------
 my $b = session();
 my $c = session();
-$node->safe_psql('postgres', "SELECT lockq_fault_arm('batch-start', 'wait')");
-my $nudge = start_waiter($node, 'nudge', "SELECT lockq_try('nudge', 'n');");
+$node->safe_psql('postgres',
+	"SELECT lockq_fault_arm('batch-start', 'wait'" . at_server($node, 'Q') . ")");
+my $nudge_id = id_of_server($node, server_of($node, 'Q'), 'nudge');
+my $nudge = start_waiter($node, 'nudge', "SELECT lockq_try('$nudge_id', 'n');");
 ok(fault_fired($node, 'batch-start'), 'the lock server is stalled');
 $b->{stdin} .= "SELECT 'b:' || lockq_get('Q', 'b');\n";
 $b->{run}->pump_nb();
@@ -179,9 +189,11 @@ is(q1("SELECT count(*) FROM lockq_locks WHERE lock_id = 'S'"), '0', 'S is free')
 
 # --- a lock server restart keeps it --------------------------------------------------
 my $tr = $a->query_safe("SELECT lockq_try('R')");
-my $pid = worker_pid($node);
-$node->safe_psql('postgres', "SELECT lockq_fault_arm('batch-start', 'fatal')");
-$nudge = start_waiter($node, 'nudge2', "SELECT lockq_try('nudge', 'n');");
+my $pid = worker_pid($node, 'R');
+$node->safe_psql('postgres',
+	"SELECT lockq_fault_arm('batch-start', 'fatal'" . at_server($node, 'R') . ")");
+$nudge_id = id_of_server($node, server_of($node, 'R'), 'nudge');
+$nudge = start_waiter($node, 'nudge2', "SELECT lockq_try('$nudge_id', 'n');");
 ok(fault_fired($node, 'batch-start'), 'the lock server exits');
 ok(wait_for_worker($node, $pid), 'its successor runs');
 end_session($nudge);

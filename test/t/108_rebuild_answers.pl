@@ -3,7 +3,9 @@
 # is answered, once, with the grant; and a waiter's own timeout holds while
 # the state cannot be loaded.  (Issue 21: the grant was decided while the
 # state was loaded and its answer dropped by the pass over the requests in
-# flight; the waiter waited forever, past its timeout.)
+# flight; the waiter waited forever, past its timeout.)  With several lock
+# servers (the suite's second configuration) the one restarted is that of
+# the case's lock.
 #
 # Copyright (c) 2026, lockq developers
 # This file is part of lockq, released under the PostgreSQL License
@@ -37,8 +39,9 @@ sub lease_ends_while_down
 		"SELECT 'got:' || lockq_get('$lock', $waiter_owner, '1 minute', timeout => '20 s');");
 	ok(wait_for_waiters($node, $lock, 1), "$label: waiter queued");
 
-	my $pid = worker_pid($node);
-	$node->safe_psql('postgres', "SELECT lockq_fault_arm('recover-start', 'wait')");
+	my $pid = worker_pid($node, $lock);
+	$node->safe_psql('postgres',
+		"SELECT lockq_fault_arm('recover-start', 'wait'" . at_server($node, $lock) . ")");
 	$node->safe_psql('postgres', "SELECT pg_terminate_backend($pid)");
 	ok(fault_fired($node, 'recover-start'), "$label: the new lock server waits before it loads the state");
 	ok($node->poll_query_until('postgres', "SELECT clock_timestamp() > '$until'::timestamptz + interval '100 ms'"),
@@ -81,8 +84,9 @@ sub timeout_while_down
 		"SELECT 'got:' || lockq_get('$lock', 'tw', '1 minute', timeout => '4 s');");
 	ok(wait_for_waiters($node, $lock, 1), "$label: waiter queued with a 4 s timeout");
 	my $log_at = -s $node->logfile;
-	my $pid = worker_pid($node);
-	$node->safe_psql('postgres', "SELECT lockq_fault_arm('$fault', '$action', 0, 0, 1000000)");
+	my $pid = worker_pid($node, $lock);
+	$node->safe_psql('postgres',
+		"SELECT lockq_fault_arm('$fault', '$action', 0, 0, 1000000" . at_server($node, $lock) . ")");
 	$node->safe_psql('postgres', "SELECT pg_terminate_backend($pid)");
 	ok(fault_fired($node, $fault), "$label: the new lock server cannot load the state");
 	like(waiter_result($w, qr/(got:\d+|ERROR:.*)/),

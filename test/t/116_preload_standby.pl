@@ -61,8 +61,8 @@ is($standby->safe_psql('postgres', "SELECT string_agg(lock_id, ',' ORDER BY lock
 $primary->stop('immediate');
 $standby->promote;
 ok($standby->poll_query_until('postgres',
-		"SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'lockq lock server'"),
-	'the lock server starts on the promoted standby');
+		"SELECT count(*) = " . lock_servers() . " FROM pg_stat_activity WHERE backend_type = 'lockq lock server'"),
+	'the lock server starts on the promoted standby (each of them)');
 is(scalar_query($standby, "SELECT lockq_holds('replicated', $t)"), 't',
 	'a grant replicated before the failover is still current');
 ok(scalar_query($standby, "SELECT lockq_try('new', 'svc')") > $t2,
