@@ -194,10 +194,11 @@ LOCK_SERVERS_TESTS = 001_fifo 002_cancel 003_expiry 004_session_locks \
 	010_quick_release 011_rowless_grants 012_fast_path 013_reference_model \
 	101_crash 102_worker_restart 103_worker_faults 104_batch_errors \
 	105_no_revival 106_scoped_delay 107_wide_unsettled 108_rebuild_answers \
-	109_restart_views 110_clock_jumps 112_maintenance 113_reinstall \
-	114_dump_restore 115_token_floor 116_preload_standby 117_failover \
-	120_chaos 121_crash_torture 201_search_path_attacks 202_role_isolation \
-	203_hint_collisions 204_expiry_wave
+	109_restart_views 110_clock_jumps 111_table_locks 112_maintenance \
+	113_reinstall 114_dump_restore 115_token_floor 116_preload_standby \
+	117_failover 118_syncrep_wait 120_chaos 121_crash_torture \
+	201_search_path_attacks 202_role_isolation 203_hint_collisions \
+	204_expiry_wave
 .PHONY: check-tap-servers
 check-tap-servers:
 	LOCKQ_TEST_LOCK_SERVERS=2 $(MAKE) check-tap \

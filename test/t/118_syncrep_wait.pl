@@ -12,6 +12,9 @@
 #     so does a lockq_get with a timeout in a session whose previous call
 #     the lock server has not confirmed the end of, and in a new session
 #     whose BackendId's slot an ended session still holds.
+# With several lock servers (the suite's second configuration) the one
+# looked at, cancelled and terminated is that of the case's lock (each
+# waits for the standby when it has something to commit).
 #
 # Copyright (c) 2026, lockq developers
 # This file is part of lockq, released under the PostgreSQL License
@@ -39,12 +42,22 @@ ok($primary->poll_query_until('postgres',
 		'sync'),
 	'the standby is synchronous');
 
-# durable_wait(): the lock server waits for the standby
+# app(lock): the application_name of the lock server of lock
+sub app
+{
+	my ($lock) = @_;
+	my $k = server_of($primary, $lock);
+	return $k == 0 ? 'lockq lock server' : "lockq lock server $k";
+}
+
+# durable_wait(lock): the lock server of lock waits for the standby
 sub durable_wait
 {
-	return $primary->poll_query_until('postgres', q{
+	my ($lock) = @_;
+	my $app = app($lock);
+	return $primary->poll_query_until('postgres', qq{
 		SELECT wait_event = 'SyncRep' FROM pg_stat_activity
-		 WHERE backend_type = 'lockq lock server'});
+		 WHERE backend_type = 'lockq lock server' AND application_name = '$app'});
 }
 
 # --- cancel, then terminate, while the lock server waits -----------------------
@@ -56,12 +69,12 @@ is($u->query_safe(qq{SELECT lockq_release('u0', 'owner-u', $tu)}), 't', 'u takes
 $standby->stop;
 my $a = start_waiter($primary, 'a',
 	q{SELECT 'token:' || lockq_try('x', 'owner-a', '1 hour');});
-ok(durable_wait(), 'with the standby gone, the lock server waits for it to grant x');
+ok(durable_wait('x'), 'with the standby gone, the lock server waits for it to grant x');
 is( scalar_query($primary,
-		q{SELECT query FROM pg_stat_activity WHERE backend_type = 'lockq lock server'}),
+		"SELECT query FROM pg_stat_activity WHERE application_name = '" . app('x') . "'"),
 	'lockq: waiting until the batch is flushed (WAL, synchronous standbys)',
 	'pg_stat_activity says what it waits for');
-my $w = worker_pid($primary);
+my $w = worker_pid($primary, 'x');
 my $log_offset = -s $primary->logfile;
 is(scalar_query($primary, "SELECT pg_cancel_backend($w)"), 't',
 	'the lock server is sent a query cancel');
@@ -140,16 +153,14 @@ unlike($a->{stdout}, qr/token:/, 'and a has no answer');
 }
 is(scalar_query($primary, "SELECT pg_terminate_backend($w)"), 't',
 	'the lock server is sent a terminate');
-ok($primary->poll_query_until('postgres', qq{
-		SELECT worker_pid IS NOT NULL AND worker_pid <> $w FROM lockq_stats}),
-	'it exited and a new lock server started');
+ok(wait_for_worker($primary, $w), 'it exited and a new lock server started');
 ok($primary->log_contains('canceling the wait for synchronous replication and terminating connection due to administrator command',
 		$log_offset),
 	'the terminate, not the cancel, ended its wait');
 ok(!$primary->log_contains('canceling wait for synchronous replication due to user request',
 		$log_offset),
 	'the cancel did not end the wait');
-ok(durable_wait(), 'the new lock server waits for the standby before it answers');
+ok(durable_wait('x'), 'the new lock server waits for the standby before it answers');
 $a->{run}->pump_nb();
 unlike($a->{stdout}, qr/token:/, 'so a has no answer yet');
 
@@ -166,7 +177,7 @@ $a->quit;
 $standby->stop;
 my $b = start_waiter($primary, 'b',
 	q{SELECT 'token:' || lockq_try('y', 'owner-b', '1 hour');});
-ok(durable_wait(), 'the lock server waits for the standby to grant y');
+ok(durable_wait('y'), 'the lock server waits for the standby to grant y');
 $log_offset = -s $primary->logfile;
 {
 	local $ENV{PGCTLTIMEOUT} = 60;
@@ -184,9 +195,7 @@ ok($primary->poll_query_until('postgres',
 		q{SELECT sync_state FROM pg_stat_replication WHERE application_name = 'standby'},
 		'sync'),
 	'after the restart the standby is synchronous again');
-ok($primary->poll_query_until('postgres',
-		q{SELECT worker_pid IS NOT NULL FROM lockq_stats}),
-	'the lock server runs');
+ok(wait_for_worker($primary), 'the lock server runs');
 # y was committed on the primary only: after the wait, it is served (its
 # owner can take it again: same token) and it is on the standby
 my $ty = scalar_query($primary, q{SELECT lockq_try('y', 'owner-b', '1 hour')});
@@ -209,14 +218,12 @@ my $ow = start_waiter($primary, 'ow', q{SELECT 'token:' || lockq_get('L2', 'ow',
 ok(wait_for_waiters($primary, 'L2', 1), 'ow waits for L2 with an owner');
 $standby->stop;
 is($s->query_safe("SELECT lockq_release('L2')"), 't', 'S releases L2 (at once)');
-ok(durable_wait(), 'the lock server waits for the standby to hand L2 to ow');
-$w = worker_pid($primary);
+ok(durable_wait('L2'), 'the lock server waits for the standby to hand L2 to ow');
+$w = worker_pid($primary, 'L2');
 $log_offset = -s $primary->logfile;
 $primary->safe_psql('postgres', "SELECT pg_terminate_backend($w)");
-ok($primary->poll_query_until('postgres', qq{
-		SELECT worker_pid IS NOT NULL AND worker_pid <> $w FROM lockq_stats}),
-	'it is terminated in the wait and a new lock server starts');
-ok(durable_wait(), 'the new lock server waits for the standby first');
+ok(wait_for_worker($primary, $w), 'it is terminated in the wait and a new lock server starts');
+ok(durable_wait('L2'), 'the new lock server waits for the standby first');
 $standby->start;
 like(waiter_result($ow, qr/(token:\d+)/), qr/^token:\d+$/,
 	'once the standby is back, ow is answered with its grant');
