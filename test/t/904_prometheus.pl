@@ -83,7 +83,8 @@ END
 my $http = HTTP::Tiny->new(timeout => 10);
 
 # scrape() fetches /metrics and returns its lockq series as a hash:
-# name => value, with the role or namespace label kept as name{label}.
+# name => value, with the role, namespace or lock_server label kept as
+# name{label}.
 sub scrape
 {
 	my $res = $http->get("http://127.0.0.1:$port/metrics");
@@ -93,7 +94,7 @@ sub scrape
 	{
 		next unless $line =~ /^(lockq_\w+)(\{[^}]*\})?\s+(\S+)$/;
 		my ($name, $labels, $value) = ($1, $2 // '', $3);
-		$name .= "{$1}" if $labels =~ /\b(?:role|namespace)="([^"]*)"/;
+		$name .= "{$1}" if $labels =~ /\b(?:role|namespace|lock_server)="([^"]*)"/;
 		$m{$name} = $value;
 	}
 	return \%m;
@@ -132,7 +133,10 @@ my @gauges = map { "lockq_$_" }
   state_memory_bytes worker_running stats_reset_seconds oldest_holder_seconds
   oldest_waiter_seconds role_owner_locks
   role_max_owner_locks role_waiters role_max_waiters role_session_locks
-  role_max_session_locks namespace_holders namespace_waiters);
+  role_max_session_locks namespace_holders namespace_waiters
+  lock_server_running lock_server_holders lock_server_waiters
+  lock_server_queued_requests lock_server_state_memory_bytes
+  lock_server_flush_wait_seconds);
 is(join(',', map { $type{$_} // 'missing' } @counters),
 	join(',', map { 'counter' } @counters), 'the counters are counters');
 is(join(',', map { $type{$_} // 'missing' } @gauges),
@@ -149,6 +153,8 @@ is(join(' ', grep { !exists $type{$_} } sort keys %used), '',
 is($m->{lockq_grants_total}, 0, 'no grant yet');
 is($m->{lockq_oldest_holder_seconds}, 0, 'no oldest holder');
 is($m->{lockq_worker_running}, 1, 'the lock server runs');
+is($m->{'lockq_lock_server_running{0}'}, 1, 'per lock server: lock server 0 runs');
+is($m->{'lockq_lock_server_flush_wait_seconds{0}'}, 0, 'and waits for no flush');
 is($m->{lockq_worker_starts_total}, 1, 'it started once');
 cmp_ok($m->{lockq_state_memory_bytes}, '>', 0, 'its state holds memory');
 is($m->{lockq_delayed_locks}, 0, 'no lock is delayed');
@@ -181,6 +187,8 @@ is($m->{lockq_longest_queue}, 2, 'longest queue now: 2');
 is($m->{lockq_max_queue_length}, 2, 'longest since the reset: 2');
 is($m->{lockq_waiters}, 2, 'waiters: 2');
 is($m->{lockq_holders}, 3, 'holders: 3');
+is($m->{'lockq_lock_server_holders{0}'} . '/' . $m->{'lockq_lock_server_waiters{0}'}, '3/2',
+	'per lock server: the one lock server has them all');
 is($m->{lockq_enqueues_total}, 2, 'enqueues: 2');
 is($m->{'lockq_role_owner_locks{app}'}, 2, 'per-role: app holds 2 locks');
 is($m->{"lockq_role_waiters{$superuser}"}, 2,
