@@ -148,13 +148,15 @@ lockq_stats_reset(PG_FUNCTION_ARGS)
 PG_FUNCTION_INFO_V1(lockq_lock_server_rows);
 
 /*
- * lockq_lock_server_rows, SQL's lockq_lock_servers(), lists the lock servers (lockq.lock_servers), one row
- * each: its number, its pid (NULL while it does not run), the gauges it
- * published after its last batch (those of its partition of the locks),
- * the requests waiting in its arrival ring, the batches it has begun since
- * shared memory was created, and since when it has waited for a batch's
- * flush (NULL when it does not wait).  lockq_stats adds the gauges up.
- * Nothing where lockq does not run (a standby, another database).
+ * lockq_lock_server_rows, SQL's lockq_lock_servers(), lists the lock
+ * servers (lockq.lock_servers), one row each: its number, its pid (NULL
+ * while it does not run), the gauges it published after its last batch
+ * (those of its partition of the locks), the requests waiting in its
+ * arrival ring, the batches it has begun since shared memory was created,
+ * and since when it has waited for a batch's flush (NULL when it does not
+ * wait).  lockq_stats adds the gauges up.  Nothing where lockq does not
+ * run (a standby, another database).  Reads shared memory only: the ring
+ * positions under the lock server's mutex, the rest without a lock.
  */
 Datum
 lockq_lock_server_rows(PG_FUNCTION_ARGS)
