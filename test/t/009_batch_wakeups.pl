@@ -78,6 +78,8 @@ sub round
 	ok($node->poll_query_until('postgres',
 			"SELECT count(*) = $n FROM pg_stat_activity WHERE wait_event_type = 'Extension' AND application_name LIKE '$tag%' AND application_name <> 'nudge$tag'"),
 		"$tag: $n lockq_get calls wait for the stalled lock server");
+	cmp_ok(scalar_query($node, 'SELECT queued_requests FROM lockq_lock_servers WHERE server = 0'),
+		'>=', $n, "$tag: lockq_lock_servers shows them waiting in its ring");
 	return ($nudge, @s);
 }
 

@@ -74,6 +74,10 @@ is( scalar_query($primary,
 		"SELECT query FROM pg_stat_activity WHERE application_name = '" . app('x') . "'"),
 	'lockq: waiting until the batch is flushed (WAL, synchronous standbys)',
 	'pg_stat_activity says what it waits for');
+is( scalar_query($primary,
+		'SELECT flush_wait_since IS NOT NULL FROM lockq_lock_servers WHERE server = '
+		  . server_of($primary, 'x')),
+	't', 'lockq_lock_servers shows since when it waits');
 my $w = worker_pid($primary, 'x');
 my $log_offset = -s $primary->logfile;
 is(scalar_query($primary, "SELECT pg_cancel_backend($w)"), 't',
