@@ -28,7 +28,8 @@ our @EXPORT = qw(lockq_node start_waiter waiter_result wait_for_waiters
   wait_for_holder worker_pid scalar_query crash_restart end_session
   require_tool fault_functions fault_fired wait_for_worker queue_of
   backend_pid create_churn node_client go_client go_run start_pgbouncer
-  poll_until wait_for_exit lock_servers server_of id_of_server at_server);
+  poll_until wait_for_exit lock_servers server_sql server_of id_of_server
+  id_beside at_server server_name);
 
 # require_tool(ok, what) skips the whole test file when a tool it needs is
 # missing (ok false), with what as the reason; but under make test
@@ -294,16 +295,22 @@ sub lock_servers
 	return $ENV{LOCKQ_TEST_LOCK_SERVERS} || 1;
 }
 
+# server_sql(expr): SQL for the number of the lock server that serves the
+# lock id expr: its bucket (hashtext, which is the server's hash_bytes, of
+# the id modulo 4096) modulo the number of lock servers.
+sub server_sql
+{
+	my ($expr) = @_;
+	return "((hashtext($expr)::bigint & 4294967295) % 4096) % " . lock_servers();
+}
+
 # server_of(node, lock) returns the number of the lock server that serves
-# lock: its bucket (hashtext, which is the server's hash_bytes, of the id
-# modulo 4096) modulo the number of lock servers.
+# lock.
 sub server_of
 {
 	my ($node, $lock) = @_;
 	return 0 if lock_servers() == 1;
-	return $node->safe_psql('postgres',
-		"SELECT ((hashtext('$lock')::bigint & 4294967295) % 4096) % "
-		  . lock_servers());
+	return $node->safe_psql('postgres', 'SELECT ' . server_sql("'$lock'"));
 }
 
 # id_of_server(node, k, prefix) returns a lock id that lock server k
@@ -316,8 +323,16 @@ sub id_of_server
 	return $node->safe_psql('postgres', qq{
 		SELECT id FROM (SELECT i, '$prefix' || CASE WHEN i = 0 THEN '' ELSE i::text END AS id
 						  FROM generate_series(0, 1000) i) s
-		 WHERE ((hashtext(id)::bigint & 4294967295) % 4096) % } . lock_servers() . qq{ = $k
+		 WHERE } . server_sql('id') . qq{ = $k
 		 ORDER BY i LIMIT 1});
+}
+
+# id_beside(node, lock, prefix): a lock id, as id_of_server makes them, that
+# the lock server of lock serves.
+sub id_beside
+{
+	my ($node, $lock, $prefix) = @_;
+	return id_of_server($node, server_of($node, $lock), $prefix);
 }
 
 # at_server(node, lock) is what lockq_fault_arm's call takes after its
@@ -330,13 +345,21 @@ sub at_server
 	return ', server => ' . server_of($node, $lock);
 }
 
+# server_name(node, [lock]): the application_name of the lock server that
+# serves lock, or of lock server 0.
+sub server_name
+{
+	my ($node, $lock) = @_;
+	my $k = defined $lock ? server_of($node, $lock) : 0;
+	return $k == 0 ? 'lockq lock server' : "lockq lock server $k";
+}
+
 # worker_pid(node, [lock]) returns the pid of the lock server that serves
 # lock (with one lock server: the lock server), or of lock server 0.
 sub worker_pid
 {
 	my ($node, $lock) = @_;
-	my $k = defined $lock ? server_of($node, $lock) : 0;
-	my $name = $k == 0 ? 'lockq lock server' : "lockq lock server $k";
+	my $name = server_name($node, $lock);
 	return $node->safe_psql('postgres',
 		"SELECT pid FROM pg_stat_activity WHERE backend_type = 'lockq lock server'
 		    AND application_name = '$name'");

@@ -64,11 +64,10 @@ sub sq
 sub stall_lock_server
 {
 	my ($lock) = @_;
-	my $k = server_of($node, $lock);
 	$node->safe_psql('postgres',
 		"SELECT lockq_fault_arm('batch-start', 'wait'" . at_server($node, $lock) . ")");
 	# a request of its own makes the lock server start a batch, and stall
-	my $id = id_of_server($node, $k, 'nudge');
+	my $id = id_beside($node, $lock, 'nudge');
 	my $nudge = start_waiter($node, 'nudge', "SELECT lockq_try('$id', 'n');");
 	ok(fault_fired($node, 'batch-start'), 'the lock server is stalled');
 	return $nudge;
@@ -180,7 +179,7 @@ is(scalar_query($node, "SELECT lockq_holds('Q3', $t3)"), 'f',
 
 # --- a first release, and a long lease, are released the normal way -------
 session();
-my $q5 = id_of_server($node, server_of($node, 'Q4'), 'Q5');
+my $q5 = id_beside($node, 'Q4', 'Q5');
 my %t = (Q4 => sq("SELECT lockq_try('Q4', 'a', '2 minutes')"),
 	$q5 => sq("SELECT lockq_try('$q5', 'a', '30 s')"));
 $nudge = stall_lock_server('Q4');
@@ -225,7 +224,7 @@ my $view = start_waiter($node, 'view',
 ok(fault_fired($node, 'released-tokens-read'),
 	'a lockq_locks query has its snapshot, which sees the row, and stalls before it reads the released grants');
 resume_lock_server($nudge);
-my $after = id_of_server($node, server_of($node, 'Q6'), 'after-Q6');
+my $after = id_beside($node, 'Q6', 'after-Q6');
 ok($node->poll_query_until('postgres', "SELECT lockq_try('$after', 'x', '30 s') IS NOT NULL"),
 	'the lock server has applied the release and published its batch');
 is(owners_rows('Q6'), '0', 'the row is gone');

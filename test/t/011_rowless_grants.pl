@@ -160,7 +160,7 @@ ok($node->poll_query_until('postgres', q{SELECT current_setting('lockq.max_grace
 my $t2 = covered_grant('R2', 'a');
 is(rowless('R2'), '1', 'R2 is held without a row');
 my $pid = worker_pid($node, 'R2');
-my $nudge_id = id_of_server($node, server_of($node, 'R2'), 'nudge');
+my $nudge_id = id_beside($node, 'R2', 'nudge');
 q1("SELECT lockq_fault_arm('batch-start', 'fatal'" . at_server($node, 'R2') . ")");
 my $nudge = start_waiter($node, 'nudge', "SELECT lockq_try('$nudge_id', 'n');");
 ok(fault_fired($node, 'batch-start'), 'the lock server exits');
@@ -184,13 +184,13 @@ ok(q1("SELECT lockq_try('R2', 'c', '30 s')") > $t2, 'then c gets R2');
 # commit.
 my $t10 = covered_grant('R10', 'a');
 is(rowless('R10'), '1', 'R10 is held without a row');
-my $x = id_of_server($node, server_of($node, 'R10'), 'X10');
+my $x = id_beside($node, 'R10', 'X10');
 my $x10 = q1("SELECT lockq_try('$x', 'x', '30 s')");
 is(rows($x), '1', 'X10 is held, with a row, for the first time');
 my $sb = start_waiter($node, 'sb', "SELECT 'sb:' || (lockq_get('R10') IS NOT NULL);");
 ok(wait_for_waiters($node, 'R10', 1), 'a session-bound waiter queues for R10');
 $pid = worker_pid($node, 'R10');
-$nudge_id = id_of_server($node, server_of($node, 'R10'), 'nudge');
+$nudge_id = id_beside($node, 'R10', 'nudge');
 q1("SELECT lockq_fault_arm('batch-start', 'wait'" . at_server($node, 'R10') . ")");
 my $stall = start_waiter($node, 'stall', "SELECT lockq_try('$nudge_id', 'n');");
 ok(fault_fired($node, 'batch-start'), 'the lock server is stalled');

@@ -128,7 +128,7 @@ my $b = session();
 my $c = session();
 $node->safe_psql('postgres',
 	"SELECT lockq_fault_arm('batch-start', 'wait'" . at_server($node, 'Q') . ")");
-my $nudge_id = id_of_server($node, server_of($node, 'Q'), 'nudge');
+my $nudge_id = id_beside($node, 'Q', 'nudge');
 my $nudge = start_waiter($node, 'nudge', "SELECT lockq_try('$nudge_id', 'n');");
 ok(fault_fired($node, 'batch-start'), 'the lock server is stalled');
 $b->{stdin} .= "SELECT 'b:' || lockq_get('Q', 'b');\n";
@@ -192,7 +192,7 @@ my $tr = $a->query_safe("SELECT lockq_try('R')");
 my $pid = worker_pid($node, 'R');
 $node->safe_psql('postgres',
 	"SELECT lockq_fault_arm('batch-start', 'fatal'" . at_server($node, 'R') . ")");
-$nudge_id = id_of_server($node, server_of($node, 'R'), 'nudge');
+$nudge_id = id_beside($node, 'R', 'nudge');
 $nudge = start_waiter($node, 'nudge2', "SELECT lockq_try('$nudge_id', 'n');");
 ok(fault_fired($node, 'batch-start'), 'the lock server exits');
 ok(wait_for_worker($node, $pid), 'its successor runs');

@@ -33,7 +33,7 @@ ok($pid1 > 0, 'lock server is running');
 
 # Grants, backend waiters and a client-side waiter.
 my $t_hold = scalar_query($node, "SELECT lockq_try('W', 'holder', '1 hour')");
-my $other = id_of_server($node, server_of($node, 'W'), 'other');
+my $other = id_beside($node, 'W', 'other');
 my $t_sess = scalar_query($node, "SELECT lockq_try('$other', 'keeper', '1 hour')");
 my @w;
 for my $n (qw(w1 w2))
@@ -76,7 +76,7 @@ $_->quit for @w;
 # requests, terminate it, let it go.  The new worker answers them.
 scalar_query($node, "SELECT lockq_try('F', 'holder', '1 hour')");
 $pid2 = worker_pid($node, 'F');
-my $g = id_of_server($node, server_of($node, 'F'), 'G');
+my $g = id_beside($node, 'F', 'G');
 kill 'STOP', $pid2;
 my $try = start_waiter($node, 'inflight-try',
 	"SELECT 'try:' || coalesce(lockq_try('$g', 'x', '1 minute')::text, 'null');");

@@ -121,7 +121,7 @@ fault_functions($node);
 	ok($t > 0, 'a session-bound lock is held');
 	# the lock server stalls at its next batch, so the release stays queued
 	# (its lock server: the nudge goes to the same one)
-	my $nudge_id = id_of_server($node, server_of($node, 'q6'), 'nudge');
+	my $nudge_id = id_beside($node, 'q6', 'nudge');
 	$node->safe_psql('postgres',
 		"SELECT lockq_fault_arm('batch-start', 'wait'" . at_server($node, 'q6') . ")");
 	my $nudge = start_waiter($node, 'nudge', "SELECT lockq_try('$nudge_id', 'o', '1 second');");

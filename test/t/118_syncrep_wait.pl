@@ -42,19 +42,11 @@ ok($primary->poll_query_until('postgres',
 		'sync'),
 	'the standby is synchronous');
 
-# app(lock): the application_name of the lock server of lock
-sub app
-{
-	my ($lock) = @_;
-	my $k = server_of($primary, $lock);
-	return $k == 0 ? 'lockq lock server' : "lockq lock server $k";
-}
-
 # durable_wait(lock): the lock server of lock waits for the standby
 sub durable_wait
 {
 	my ($lock) = @_;
-	my $app = app($lock);
+	my $app = server_name($primary, $lock);
 	return $primary->poll_query_until('postgres', qq{
 		SELECT wait_event = 'SyncRep' FROM pg_stat_activity
 		 WHERE backend_type = 'lockq lock server' AND application_name = '$app'});
@@ -71,7 +63,7 @@ my $a = start_waiter($primary, 'a',
 	q{SELECT 'token:' || lockq_try('x', 'owner-a', '1 hour');});
 ok(durable_wait('x'), 'with the standby gone, the lock server waits for it to grant x');
 is( scalar_query($primary,
-		"SELECT query FROM pg_stat_activity WHERE application_name = '" . app('x') . "'"),
+		"SELECT query FROM pg_stat_activity WHERE application_name = '" . server_name($primary, 'x') . "'"),
 	'lockq: waiting until the batch is flushed (WAL, synchronous standbys)',
 	'pg_stat_activity says what it waits for');
 is( scalar_query($primary,

@@ -264,7 +264,7 @@ my $flood = q{
 		LOOP
 			i := i + 1;
 			id := rpad('mem-' || i, 255, 'x');
-			CONTINUE WHEN ((hashtext(id)::bigint & 4294967295) % 4096) % } . lock_servers() . q{ <> 0;
+			CONTINUE WHEN } . server_sql('id') . q{ <> 0;
 			n := n + 1;
 			PERFORM lockq.lockq_try(id, rpad('o', 255, 'y'), '1 hour');
 		END LOOP;
