@@ -119,13 +119,18 @@ typedef struct LqMyGrant
 
 static HTAB *lq_my_grants = NULL;
 
+/* This session's request slot (lq_attach); -1 until its first lockq call. */
+static int	lq_my_slotno = -1;
+
 /*
- * lq_call_slotno returns the number of this backend's request slot.
+ * lq_call_slotno returns the number of this session's request slot: the one
+ * lq_attach claimed, else the slot of its BackendId, which it will try
+ * first.
  */
 int
 lq_call_slotno(void)
 {
-	return MyBackendId - 1;
+	return lq_my_slotno >= 0 ? lq_my_slotno : MyBackendId - 1;
 }
 
 /*
@@ -230,7 +235,7 @@ lq_call_check_available(void)
 				 errmsg("lockq is not available during recovery"),
 				 errhint("Connect to the primary server.")));
 
-	if (MyBackendId < 1 || MyBackendId > lq_shared->nslots)
+	if (MyBackendId < 1 || MyBackendId > MaxBackends)
 		elog(ERROR, "backend id %d out of range for lockq", MyBackendId);
 
 	/*
@@ -277,42 +282,82 @@ lq_at_session_exit(int code, Datum arg)
 }
 
 /*
- * lq_attach claims this backend's slot, on its first lockq call.  A slot may
- * still be held by an earlier session with the same BackendId (PostgreSQL
- * hands out the lowest free one) whose exit the lock server has not
- * processed yet; then we wait (interruptibly) for the lock server to free
- * it: not at all unless wait, and only until give_up_at (lockq time; 0: no
- * limit).  Returns whether the slot is ours.
+ * lq_claim_slot makes slot slotno this session's if it is FREE, and says
+ * whether it did.  Takes the slot's mutex.
+ */
+static bool
+lq_claim_slot(int slotno)
+{
+	LqSlot	   *slot = &lq_slots[slotno];
+	bool		claimed = false;
+
+	SpinLockAcquire(&slot->mutex);
+	if (slot->state == LQ_SLOT_FREE)
+	{
+		slot->state = LQ_SLOT_IDLE;
+		slot->cancel_requested = false;
+		slot->session_ended = false;
+		slot->ends_left = 0;
+		slot->pgprocno = MyProc->pgprocno;
+		slot->pid = MyProcPid;
+		slot->session_start = MyStartTimestamp;
+		claimed = true;
+	}
+	SpinLockRelease(&slot->mutex);
+	return claimed;
+}
+
+/*
+ * lq_claim_any claims this session's slot, on its first lockq call: the
+ * slot of its BackendId, or, while an earlier session with that BackendId
+ * (PostgreSQL hands out the lowest free one) still holds it because a lock
+ * server has not applied that session's end yet, a free spare (the slots
+ * past MaxBackends), looked for from a place of its own so that sessions
+ * that look at once do not all try the same spares first.  Returns the
+ * slot, or -1 when none is free.
+ */
+static int
+lq_claim_any(void)
+{
+	int			own = MyBackendId - 1;
+	int			nspare = lq_shared->nslots - MaxBackends;
+	int			i;
+
+	if (lq_claim_slot(own))
+		return own;
+	for (i = 0; i < nspare; i++)
+	{
+		int			slotno = MaxBackends + (own + i) % nspare;
+
+		if (lq_claim_slot(slotno))
+			return slotno;
+	}
+	return -1;
+}
+
+/*
+ * lq_attach claims this session's slot, on its first lockq call
+ * (lq_claim_any).  While none is free (as many sessions as can run ended
+ * while a lock server was stalled), we wait (interruptibly) for the slot of
+ * our BackendId to be freed, looking at the spares again at least every
+ * second: not at all unless wait, and only until give_up_at (lockq time; 0:
+ * no limit).  Returns whether we have a slot.
  */
 static bool
 lq_attach(bool wait, int64 give_up_at)
 {
-	int			slotno = lq_call_slotno();
-	LqSlot	   *slot = &lq_slots[slotno];
+	LqSlot	   *own = &lq_slots[MyBackendId - 1];
 
 	if (lq_attached)
 		return true;
 
-	ConditionVariablePrepareToSleep(&slot->freed);
+	ConditionVariablePrepareToSleep(&own->freed);
 	for (;;)
 	{
-		bool		claimed = false;
 		long		timeout = 1000;
 
-		SpinLockAcquire(&slot->mutex);
-		if (slot->state == LQ_SLOT_FREE)
-		{
-			slot->state = LQ_SLOT_IDLE;
-			slot->cancel_requested = false;
-			slot->session_ended = false;
-			slot->ends_left = 0;
-			slot->pgprocno = MyProc->pgprocno;
-			slot->pid = MyProcPid;
-			slot->session_start = MyStartTimestamp;
-			claimed = true;
-		}
-		SpinLockRelease(&slot->mutex);
-		if (claimed)
+		lq_my_slotno = lq_claim_any();
+		if (lq_my_slotno >= 0)
 			break;
 		if (!wait || !lq_before_limit(give_up_at, &timeout))
 		{
@@ -320,9 +365,9 @@ lq_attach(bool wait, int64 give_up_at)
 			return false;
 		}
 
-		/* The previous session's exit is not processed yet: nudge. */
-		lq_wake_server();
-		(void) ConditionVariableTimedSleep(&slot->freed, timeout,
+		/* The ended sessions' exits are not processed yet: nudge. */
+		lq_shmem_wake_servers();
+		(void) ConditionVariableTimedSleep(&own->freed, timeout,
 										   PG_WAIT_EXTENSION);
 	}
 	ConditionVariableCancelSleep();
@@ -857,7 +902,7 @@ lq_call(LqRequest *req)
 	if (!lq_attach(true, lq_self_limit(req)))
 	{
 		lq_self_timeout(req, &res,
-						"before the lock server freed its request slot from an ended session with the same BackendId");
+						"while every request slot it could take was held by an ended session that a lock server has not cleaned up after yet");
 		return res;
 	}
 	slotno = lq_call_slotno();

@@ -136,7 +136,7 @@ static Size
 lq_fast_shared_size(void)
 {
 	return add_size(offsetof(LqFastShared, per_slot),
-					mul_size(sizeof(pg_atomic_uint32), MaxBackends));
+					mul_size(sizeof(pg_atomic_uint32), lq_shmem_nslots()));
 }
 
 static void
@@ -176,7 +176,7 @@ lq_fast_shmem_startup(void)
 		pg_atomic_init_u64(&lq_fast->count, 0);
 		for (i = 0; i < LQ_FAST_BUCKETS; i++)
 			pg_atomic_init_u32(&lq_fast->inflight[i], 0);
-		for (i = 0; i < MaxBackends; i++)
+		for (i = 0; i < lq_shmem_nslots(); i++)
 			pg_atomic_init_u32(&lq_fast->per_slot[i], 0);
 	}
 	lq_fast_locks = GetNamedLWLockTranche(LQ_FAST_TRANCHE);

@@ -1,12 +1,13 @@
 /*-------------------------------------------------------------------------
  *
  * lockq_shmem.c
- *		Shared memory: the per-backend request slots, the arrival ring that
+ *		Shared memory: the sessions' request slots, the arrival ring that
  *		fixes the order in which the worker sees requests, and counters.
  *		(The session-bound grants have their own table: lockq_session.c.)
  *
- * Every backend has exactly one slot (index BackendId - 1), so at most one
- * request per backend is ever in flight.  A backend fills its slot, then
+ * Every session that uses lockq has exactly one slot (that of its
+ * BackendId, index BackendId - 1, or a spare: lq_attach), so at most one
+ * request per session is ever in flight.  A backend fills its slot, then
  * appends the slot number to its lock server's ring under that server's
  * mutex (LqServer); the order of the ring is the arrival order the lock
  * server serves, and so the FIFO order of the lock queues.  Ring entries
@@ -86,14 +87,26 @@ static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 static int	lq_spin_cpus(void);
 
 /*
- * Number of ring entries: a backend can have a request, its cancellation,
+ * lq_shmem_nslots is the number of request slots: one per BackendId, and as
+ * many spares (LQ_SLOTS_PER_BACKEND), for new sessions whose BackendId's
+ * slot an ended session still holds (lockq_call.c, lq_attach).  MaxBackends
+ * must be known: in a shmem request or startup hook, or later.
+ */
+int
+lq_shmem_nslots(void)
+{
+	return LQ_SLOTS_PER_BACKEND * MaxBackends;
+}
+
+/*
+ * Number of ring entries: a slot can have a request, its cancellation,
  * its session end and its quick releases outstanding at once, and a new
- * backend with the same id may follow before the worker has caught up.
+ * session in it may follow before the lock server has caught up.
  */
 static int
 lq_ring_size(void)
 {
-	return (4 + LQ_MAX_QUICK_RELEASES) * MaxBackends + 64;
+	return (4 + LQ_MAX_QUICK_RELEASES) * lq_shmem_nslots() + 64;
 }
 
 /* The number of lock servers (doc/design/scaling.md), fixed at server start. */
@@ -120,13 +133,14 @@ lq_shared_size(void)
 static Size
 lq_slots_size(void)
 {
-	return mul_size(MaxBackends, sizeof(LqSlot));
+	return mul_size(lq_shmem_nslots(), sizeof(LqSlot));
 }
 
 static Size
 lq_staged_size(void)
 {
-	return mul_size(mul_size(MaxBackends, LQ_NSERVERS), sizeof(LqSlotStaged));
+	return mul_size(mul_size(lq_shmem_nslots(), LQ_NSERVERS),
+					sizeof(LqSlotStaged));
 }
 
 static Size
@@ -190,7 +204,7 @@ lq_shmem_startup(void)
 
 		memset(lq_shared, 0, lq_shared_size());
 		lq_shared->ring_size = lq_ring_size();
-		lq_shared->nslots = MaxBackends;
+		lq_shared->nslots = lq_shmem_nslots();
 		lq_shared->nservers = LQ_NSERVERS;
 		pg_atomic_init_u64(&lq_shared->next_arrival, 1);
 		pg_atomic_init_u64(&lq_shared->token_high, 0);
@@ -232,7 +246,7 @@ lq_shmem_startup(void)
 		int			i;
 
 		memset(lq_slots, 0, lq_slots_size());
-		for (i = 0; i < MaxBackends; i++)
+		for (i = 0; i < lq_shmem_nslots(); i++)
 		{
 			SpinLockInit(&lq_slots[i].mutex);
 			lq_slots[i].state = LQ_SLOT_FREE;
@@ -1337,7 +1351,7 @@ lq_shmem_slot_drop_quick(LqSlot *slot, int server, int n)
 
 /*
  * lq_shmem_slot_free makes a slot whose session has ended FREE for the next
- * backend with its BackendId: nothing of the old session stays in it.  The
+ * session that takes it: nothing of the old session stays in it.  The
  * caller holds the slot's mutex and wakes whoever waits on slot->freed.
  */
 static void

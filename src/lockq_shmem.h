@@ -29,10 +29,11 @@
 #include "lockq.h"
 
 /*
- * Life cycle of a request slot.  A slot belongs to one backend (indexed by
- * BackendId - 1) from its first lockq call until the worker has cleaned up
- * after the session ended; only then is it FREE for the next backend that
- * gets the same BackendId.
+ * Life cycle of a request slot.  A slot belongs to one session from its
+ * first lockq call until every lock server has cleaned up after the session
+ * ended; only then is it FREE for the next session.  A session takes the
+ * slot of its BackendId (BackendId - 1), or, while an ended session still
+ * holds that one, a spare (LQ_SLOTS_PER_BACKEND; lq_attach).
  */
 typedef enum LqSlotState
 {
@@ -80,6 +81,14 @@ lq_entry_slot(LqEntry e)
  * lockq_release); at most this many wait per slot for the worker.
  */
 #define LQ_MAX_QUICK_RELEASES	4
+
+/*
+ * Request slots per possible backend (lq_shmem_nslots): its BackendId's, and
+ * a spare, so that a lock server slow to apply sessions' ends (stalled in a
+ * commit that waits for a synchronous standby) keeps no new session waiting
+ * for a slot until as many sessions as can run have ended meanwhile.
+ */
+#define LQ_SLOTS_PER_BACKEND	2
 
 /*
  * The most lock servers there can be: a session's end is a bit per lock
@@ -474,6 +483,7 @@ extern LqServer *lq_my_server;
 extern int	lq_my_server_no;
 extern void lq_shmem_init_hooks(void);
 extern LWLock *lq_shmem_ceiling_lock(void);
+extern int	lq_shmem_nslots(void);
 extern LqServer *lq_shmem_server(int i);
 extern int	lq_shmem_server_for(const char *lock_id);
 extern bool lq_shmem_mine(const char *lock_id);

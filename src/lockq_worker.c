@@ -121,8 +121,9 @@ static TimestampTz lq_blocked_logged = 0;
  * (lq_postpone_gone): a grant its answer brought, which it never read, to
  * hand back (undo), and, when its session ended (ended), the session-bound
  * grants of that session (pid, start) to end.  Its slot is not kept for it:
- * the session's next call, or a new session with the same BackendId, would
- * wait for the slot as long as the table lock lasts, not
+ * the session's next call (or, once every spare slot is held too, a new
+ * session with the same BackendId) would wait for the slot as long as the
+ * table lock lasts, not
  * lockq.table_lock_timeout.  The first batch that can lock the tables
  * applies them, in order, before anything else (lq_apply_gone), and they
  * are forgotten when it is published; applied again after a failed batch

@@ -4,7 +4,8 @@
 # both; a session that ends holding grants in both loses them all; lock
 # server 1 terminated restarts with its partition's grants and queue while
 # lock server 0 serves on, and so does lock server 0 while lock server 1 is
-# stalled (a fault point armed for it alone); a clean restart and a crash keep the durable
+# stalled (a fault point armed for it alone), also new sessions in the place
+# of sessions that ended meanwhile; a clean restart and a crash keep the durable
 # grants of both, and tokens afterwards are above every token before; a
 # stream of first-time locks in one partition uses that lock server's wide
 # marker, and a crash then delays every lock; grants kept without a row on
@@ -135,9 +136,6 @@ end_session($_->[2]) for @w;
 
 # --- lock server 1 stalled: lock server 0 serves on ------------------------------
 # (a fault point armed for lock server 1 only: lockq_fault_arm's server).
-# The session is open before: a session that ends while a lock server is
-# stalled keeps its slot until that one has applied the end too, and a new
-# session given that slot waits for it (doc/design/scaling.md).
 fault_functions($node);
 my $s0 = $node->background_psql('postgres');
 $s0->query_safe("SELECT lockq_now()");
@@ -150,6 +148,27 @@ ok($t_free > 0, 'lock server 0 grants meanwhile');
 is($s0->query_safe("SELECT lockq_release('$a0', 'free', $t_free)"), 't', 'and releases');
 is($s0->query_safe("SELECT hits FROM lockq_faults() WHERE name = 'batch-start'"), '1',
 	'lock server 0 never hit the point armed for lock server 1');
+
+# A session that ends meanwhile keeps its request slot until lock server 1
+# has applied its end too.  New sessions in its place (PostgreSQL gives each
+# the lowest free BackendId, the one it had) take a spare slot, and lock
+# server 0 serves them at once; so does it each of them after it ended.
+{
+	my ($rc, $out, $err) = $node->psql('postgres',
+		"SELECT pg_backend_pid(); SELECT lockq_get('$a1', 'gone', '1 minute', timeout => '200 ms')");
+	like($err, qr/could not obtain lock/, 'a session\'s wait for a lock of lock server 1 ends at its limit');
+	ok($out =~ /^(\d+)$/ && wait_for_exit($1), 'and the session ends');
+	for my $i (1 .. 3)
+	{
+		($rc, $out, $err) = $node->psql('postgres',
+			"SET statement_timeout = '10s'; SELECT pg_backend_pid(); "
+			  . "SELECT lockq_release('$a0', 'new$i', lockq_try('$a0', 'new$i', '1 minute'))");
+		my ($pid, $ok) = split /\n/, $out // '';
+		is($ok, 't', "new session $i takes and releases a lock of lock server 0 at once")
+		  or diag($err);
+		ok(defined $pid && wait_for_exit($pid), "and ends");
+	}
+}
 $node->safe_psql('postgres',
 	"SELECT lockq_fault_disarm('batch-start'); SELECT lockq_fault_wakeup('batch-start')");
 my $t_st = waiter_result($stalled, qr/got:(\d+)/);

@@ -11,7 +11,9 @@
 #     under statement_timeout return at them, and the server log says why;
 #     so does a lockq_get with a timeout in a session whose previous call
 #     the lock server has not confirmed the end of, and in a new session
-#     whose BackendId's slot an ended session still holds.
+#     once every request slot it could take is held by an ended session
+#     (until then, new sessions in the place of ended ones take a spare
+#     slot at once).
 # With several lock servers (the suite's second configuration) the one
 # looked at, cancelled and terminated is that of the case's lock (each
 # waits for the standby when it has something to commit).
@@ -125,27 +127,44 @@ unlike($a->{stdout}, qr/token:/, 'and a has no answer');
 		'the server log says why');
 	$u->quit;
 
-	# So does a new session's first call, when the session it got its
-	# BackendId from (the lowest free one) ended unconfirmed: until the lock
-	# server frees that session's slot, it cannot send anything.  Sessions
-	# follow each other until one meets such a slot; each ends at its limit.
-	my $met = 0;
-	for my $i (1 .. 5)
+	# A session that ends keeps its request slot until every lock server
+	# has applied its end, so while one waits, each session that used lockq
+	# and ends keeps one.  A new session takes the slot of its BackendId
+	# (the lowest free one, that of the session before), else a spare: each
+	# of the sessions below takes a session-bound lock on the fast path
+	# (the lock server is not needed) at once and ends, until every slot
+	# it could take is held.  Then a call waits for a slot, and ends at its
+	# limit.
+	my ($taken, $met) = (0, 0);
+	my $most = 3 * scalar_query($primary,
+		q{SELECT current_setting('max_connections')::int
+			+ current_setting('autovacuum_max_workers')::int + 1
+			+ current_setting('max_worker_processes')::int
+			+ current_setting('max_wal_senders')::int});
+	for my $i (1 .. $most)
 	{
 		$t0 = time;
 		($rc, $out, $err) = $primary->psql('postgres',
-			qq{SET statement_timeout = '20s'; SELECT pg_backend_pid(); SELECT lockq_get('z5', 'owner-$i', '1 hour', timeout => '2 s')});
+			qq{SET statement_timeout = '20s'; SELECT pg_backend_pid(); SELECT lockq_get('f$i', timeout => '2 s') > 0});
 		$took = time - $t0;
-		like($err, qr/could not obtain lock "z5" within the timeout/,
+		my ($pid, $got) = split /\n/, $out // '';
+		ok(defined $pid && $pid =~ /^\d+$/ && wait_for_exit($pid), "session $i has exited");
+		if (($got // '') eq 't')
+		{
+			$taken++;
+			next;
+		}
+		like($err, qr/could not obtain lock "f$i" within the timeout/,
 			"session $i: a lockq_get with a timeout gets 55P03");
 		cmp_ok($took, '<', 4, "session $i: at its timeout (2 s: ${took}s)");
-		ok($out =~ /^\d+$/ && wait_for_exit($out), "session $i has exited");
 		$met = $primary->log_contains(
-			'lockq wait for lock "z5" ended at its limit before the lock server freed its request slot from an ended session with the same BackendId',
+			qq{lockq wait for lock "f$i" ended at its limit while every request slot it could take was held by an ended session that a lock server has not cleaned up after yet},
 			$log_offset);
-		last if $met;
+		last;
 	}
-	ok($met, 'a session met the slot of an ended session, and its wait ended at its limit');
+	cmp_ok($taken, '>=', 10,
+		"$taken new sessions, each in the place of one that ended, took a slot and a lock at once");
+	ok($met, 'then every slot was held by an ended session, and the next wait for one ended at its limit');
 }
 is(scalar_query($primary, "SELECT pg_terminate_backend($w)"), 't',
 	'the lock server is sent a terminate');
@@ -163,6 +182,9 @@ unlike($a->{stdout}, qr/token:/, 'so a has no answer yet');
 $standby->start;
 like(waiter_result($a, qr/(token:\d+)/), qr/^token:\d+$/,
 	'once the standby is back, a gets x');
+ok($primary->poll_query_until('postgres',
+		q{SELECT count(*) = 0 FROM lockq_locks WHERE lock_id LIKE 'f%'}),
+	'and the ended sessions\' locks are gone');
 my ($tok) = $a->{stdout} =~ /token:(\d+)/;
 $primary->wait_for_catchup($standby);
 is($standby->safe_psql('postgres', q{SELECT owner || ':' || token FROM lockq_locks WHERE lock_id = 'x'}),
