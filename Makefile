@@ -196,7 +196,7 @@ LOCK_SERVERS_TESTS = 001_fifo 002_cancel 003_expiry 004_session_locks \
 	105_no_revival 106_scoped_delay 107_wide_unsettled 108_rebuild_answers \
 	109_restart_views 110_clock_jumps 111_table_locks 112_maintenance \
 	113_reinstall 114_dump_restore 115_token_floor 116_preload_standby \
-	117_failover 118_syncrep_wait 120_chaos 121_crash_torture \
+	117_failover 118_syncrep_wait 119_patroni 120_chaos 121_crash_torture \
 	201_search_path_attacks 202_role_isolation 203_hint_collisions \
 	204_expiry_wave
 .PHONY: check-tap-servers

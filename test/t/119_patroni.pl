@@ -185,6 +185,10 @@ $bootstrap =~ s{^      parameters:\n}{      parameters:\n        search_path: '"
 $bootstrap .= "  initdb:\n    - encoding: UTF8\n    - no-sync\n";
 
 my %rest;
+# the suite's second configuration, when asked for (make check-tap-servers
+# leaves this test out for its length)
+my $servers = lock_servers() > 1
+  ? "    lockq.lock_servers: '" . lock_servers() . "'\n" : '';
 for my $name ('node1', 'node2')
 {
 	my $node = PostgreSQL::Test::Cluster->new($name);
@@ -228,7 +232,7 @@ ${bootstrap}postgresql:
     log_directory: '$base/log'
     log_filename: postgresql.log
     log_line_prefix: '%m [%p] %b '
-};
+${servers}};
 	close $y;
 }
 my %node = (node1 => $nodes[0], node2 => $nodes[1]);
@@ -288,6 +292,10 @@ ok(poll(sub { healthy('node1', 'node2') }),
   or BAIL_OUT('no synchronous standby: ' . slurp_file("$dir/node2.patroni.log"));
 is($node{node1}->safe_psql('postgres', 'SHOW lockq.database'), 'postgres',
 	'lockq.database comes from bootstrap.dcs');
+ok( $node{node1}->poll_query_until('postgres',
+		q{SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'lockq lock server'},
+		lock_servers()),
+	lock_servers() . ' lock server(s) run');
 
 $node{node1}->safe_psql('postgres', q{
 CREATE TABLE fenced (id bigserial PRIMARY KEY, lock_id text NOT NULL,
@@ -576,7 +584,8 @@ my %report;
 		}),
 		'the old primary logs why');
 	is($old->safe_psql('postgres',
-			q{SELECT wait_event FROM pg_stat_activity WHERE backend_type = 'lockq lock server'}),
+			q{SELECT wait_event FROM pg_stat_activity WHERE backend_type = 'lockq lock server'
+			   AND application_name = '} . server_name($old, 'sb-free') . q{'}),
 		'SyncRep', 'its lock server waits for synchronous replication');
 	$t1 = time();
 	($rc, $out, $err) = $old->psql('postgres',
