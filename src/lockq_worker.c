@@ -401,7 +401,17 @@ lq_handle_slot(int slotno, int64 now)
 	v.reqid = slot->reqid;
 	v.pid = slot->pid;
 	v.start = slot->session_start;
-	if (v.state == LQ_SLOT_PENDING && !v.cancel && !slot->session_ended)
+
+	/*
+	 * Only the request's own lock server takes it.  A stale entry in another
+	 * lock server's ring (a request of the slot's that went to it before,
+	 * answered from the slots in flight) must not touch it: marked ACTIVE
+	 * and then skipped, the request was lost, its lock server never applied
+	 * it, and the backend waited for ever (seen in 106_scoped_delay with two
+	 * lock servers, at their first start).
+	 */
+	if (v.mine && v.state == LQ_SLOT_PENDING && !v.cancel &&
+		!slot->session_ended)
 	{
 		refuse = lq_blocked != NULL &&
 			now - slot->submitted >= (int64) lockq_table_lock_timeout * 1000;
@@ -514,7 +524,8 @@ lq_drop_quick(int slotno, const char *message)
 
 /*
  * lq_fail_slot answers a slot whose processing keeps failing with the
- * error answer res, so that its backend does not wait forever.  No
+ * error answer res, so that its backend does not wait forever: its
+ * request, if it went to this lock server, or its session's end.  No
  * transaction needed.
  */
 static void
@@ -534,6 +545,10 @@ lq_fail_slot(int slotno, const LqResult *res)
 	SpinLockAcquire(&slot->mutex);
 	if (slot->session_ended)
 		freed = lq_shmem_slot_end_done(slot, lq_my_server_no);
+	else if (slot->server != lq_my_server_no)
+	{
+		/* another lock server's request (a stale entry): not ours to answer */
+	}
 	else if (slot->cancel_requested)
 	{
 		slot->state = LQ_SLOT_IDLE;
