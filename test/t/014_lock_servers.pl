@@ -5,11 +5,13 @@
 # server 1 terminated restarts with its partition's grants and queue while
 # lock server 0 serves on, and so does lock server 0 while lock server 1 is
 # stalled (a fault point armed for it alone), also new sessions in the place
-# of sessions that ended meanwhile; a clean restart and a crash keep the durable
-# grants of both, and tokens afterwards are above every token before; a
-# stream of first-time locks in one partition uses that lock server's wide
-# marker, and a crash then delays every lock; grants kept without a row on
-# both lock servers never outgrow the shared table that records them.
+# of sessions that ended meanwhile; a stale entry in lock server 1's ring
+# leaves a request that went to lock server 0 alone; a clean restart and a
+# crash keep the durable grants of both, and tokens afterwards are above
+# every token before; a stream of first-time locks in one partition uses
+# that lock server's wide marker, and a crash then delays every lock;
+# grants kept without a row on both lock servers never outgrow the shared
+# table that records them.
 #
 # Copyright (c) 2026, lockq developers
 # This file is part of lockq, released under the PostgreSQL License
@@ -176,6 +178,73 @@ ok(defined $t_st && $t_st > $t_free, 'the request stalled in lock server 1 is gr
 is($s0->query_safe("SELECT lockq_release('$a1', 'st', $t_st)"), 't', 'and released');
 $stalled->quit;
 $s0->quit;
+
+# --- a stale ring entry leaves lock server 0's request alone ---------------------
+# A request that a lock server answers from the slots in flight (here lock
+# server 1's careful steps after a failed batch) keeps its entry in that
+# lock server's ring, and a later batch drains it.  By then the session may
+# have sent its next request to lock server 0: that request is lock server
+# 0's alone.  (Lock server 1 used to mark it taken and skip it; lock server
+# 0 then never applied it, and the session waited for ever.)
+my ($sa1, $sb1, $sc1) = split /\n/, $node->safe_psql('postgres', q{
+	SELECT id FROM (SELECT 'stale' || i AS id FROM generate_series(1, 100) i) s
+	 WHERE ((hashtext(id)::bigint & 4294967295) % 4096) % 2 = 1 LIMIT 3});
+my $sa0 = $node->safe_psql('postgres', q{
+	SELECT id FROM (SELECT 'stale' || i AS id FROM generate_series(1, 100) i) s
+	 WHERE ((hashtext(id)::bigint & 4294967295) % 4096) % 2 = 0 LIMIT 1});
+my $fault_waits = sub {
+	my ($name) = @_;
+	return $node->poll_query_until('postgres',
+		"SELECT coalesce((SELECT waiting = 1 FROM lockq_faults() WHERE name = '$name'), false)");
+};
+my $waits_in_lockq = sub {
+	my ($app) = @_;
+	return $node->poll_query_until('postgres',
+		"SELECT count(*) = 1 FROM pg_stat_activity WHERE application_name = '$app'
+		    AND wait_event_type = 'Extension' AND state = 'active'");
+};
+$node->safe_psql('postgres', q{
+	SELECT lockq_fault_arm('batch-start', 'error', server => 1);
+	SELECT lockq_fault_arm('recover-start', 'wait', server => 1)});
+my $rt = start_waiter($node, 'stale-t', "SELECT 'got-t:' || lockq_try('$sa1', 't', '1 minute');");
+ok($fault_waits->('recover-start'),
+	'lock server 1 failed a batch and waits before it rebuilds its state');
+my $ru = start_waiter($node, 'stale-u', "SELECT 'got-u:' || lockq_try('$sb1', 'u', '1 minute');");
+ok($waits_in_lockq->('stale-u'), 'a request for lock server 1 waits in its ring');
+my $rs = start_waiter($node, 'stale-s', "SELECT 'got-s1:' || lockq_get('$sc1', 's', '1 minute');");
+ok($waits_in_lockq->('stale-s'), 'and then another session\'s');
+$node->safe_psql('postgres', q{
+	SELECT lockq_fault_arm('batch-apply', 'wait', server => 1);
+	SELECT lockq_fault_arm('batch-start', 'wait', server => 0);
+	SELECT lockq_fault_wakeup('recover-start')});
+ok(defined waiter_result($rt, qr/got-t:(\d+)/) && defined waiter_result($ru, qr/got-u:(\d+)/),
+	'lock server 1 answers the requests one at a time');
+my $g1 = waiter_result($rs, qr/got-s1:(\d+)/);
+ok(defined $g1, 'also the last, while its entry stays in the ring');
+ok($fault_waits->('batch-apply'),
+	'lock server 1 drains its ring and stalls after the first entry, before the last');
+$rs->{stdin} .=
+  "SELECT 'got-s2:' || lockq_get('$sa0', 's', '1 minute', timeout => '20 s');\n";
+$rs->{run}->pump_nb();
+ok($waits_in_lockq->('stale-s'), 'the session sends its next request, to lock server 0');
+ok($fault_waits->('batch-start'), 'which stalls at the start of a batch');
+$node->safe_psql('postgres', "SELECT lockq_fault_wakeup('batch-apply')");
+ok($node->poll_query_until('postgres',
+		"SELECT count(*) = 1 FROM pg_stat_activity WHERE application_name = 'lockq lock server 1'
+		    AND query = 'lockq: waiting for requests'"),
+	'lock server 1 finishes its batch, the stale entry in it');
+$node->safe_psql('postgres',
+	"SELECT lockq_fault_disarm(); SELECT lockq_fault_wakeup('batch-start')");
+my $g0 = waiter_result($rs, qr/(got-s2:\d+|ERROR:.*)/);
+like($g0 // 'no answer', qr/^got-s2:\d+$/, 'lock server 0 applies the request and grants the lock');
+is($node->safe_psql('postgres', qq{
+	SELECT string_agg(lock_id || '=' || owner, ' ' ORDER BY lock_id) FROM lockq_locks
+	 WHERE lock_id IN ('$sa1', '$sb1', '$sc1', '$sa0')}),
+	join(' ', sort("$sa1=t", "$sb1=u", "$sc1=s", "$sa0=s")), 'each of the four locks held once, by its owner');
+$_->quit for ($rt, $ru, $rs);
+$node->safe_psql('postgres', qq{
+	SELECT lockq_release(lock_id, owner) FROM lockq_locks
+	 WHERE lock_id IN ('$sa1', '$sb1', '$sc1', '$sa0')});
 
 # --- a session that ends holding grants in both partitions -----------------------
 my $s = start_waiter($node, 'both',
