@@ -123,6 +123,19 @@ static HTAB *lq_my_grants = NULL;
 static int	lq_my_slotno = -1;
 
 /*
+ * The lock servers that may hold a session-bound grant of this session: a
+ * bit for each that it sent a request of the session's own (owner NULL) to,
+ * or whose lock it took on the fast path, since its last DISCARD ALL.  Only
+ * such a request or the fast path makes a session-bound grant, so DISCARD
+ * ALL (lq_call_release_session) asks only these: a session pooler's reset
+ * waits for no other lock server, and costs nothing after leased locks.
+ */
+static uint32 lq_session_servers = 0;
+
+StaticAssertDecl(LQ_MAX_SERVERS <= 32,
+				 "lq_session_servers needs a bit for each lock server");
+
+/*
  * lq_call_slotno returns the number of this session's request slot: the one
  * lq_attach claimed, else the slot of its BackendId, which it will try
  * first.
@@ -613,6 +626,8 @@ lq_submit(LqSlot *slot, int slotno, LqRequest *req, LqResult *res,
 
 	server = (req->op == LQ_OP_RELEASE_SESSION || req->op == LQ_OP_CLOCK) ?
 		req->server : lq_shmem_server_for(req->lock_id);
+	if (req->session_owner && req->op != LQ_OP_RELEASE_SESSION)
+		lq_session_servers |= UINT32_C(1) << server;
 	SpinLockAcquire(&slot->mutex);
 	slot->req = *req;
 	slot->server = server;
@@ -1267,6 +1282,7 @@ lq_call_take_fast(LqRequest *req, LqResult *res)
 	lq_policy_check_use(req->lock_id, role, lq_call_is_admin(role));
 	if (!lq_policy_default_session_limit(role))
 		return false;
+	lq_session_servers |= UINT32_C(1) << lq_shmem_server_for(req->lock_id);
 	token = lq_fastpath_grant(req->lock_id, lq_call_slotno(), MyProcPid,
 							  MyStartTimestamp, role, req->ttl_us,
 							  lq_clock_peek());
@@ -1282,10 +1298,11 @@ lq_call_take_fast(LqRequest *req, LqResult *res)
 
 /*
  * lq_call_release_session ends this session's session-bound locks (DISCARD
- * ALL, see lockq_hooks.c) with a round trip to each lock server, which
- * ends those of its locks, and forgets their tokens.  A session that never
- * called lockq has none, and is not held up.  Raises what a lock server
- * answers.
+ * ALL, see lockq_hooks.c) with a round trip to each lock server that may
+ * hold one (lq_session_servers), which ends those of its locks, and forgets
+ * their tokens.  A session that never took a session-bound lock has none,
+ * and is not held up.  Raises what a lock server answers; the lock servers
+ * not asked yet are asked by the next DISCARD ALL.
  */
 void
 lq_call_release_session(void)
@@ -1303,9 +1320,12 @@ lq_call_release_session(void)
 							MyStartTimestamp);
 	for (i = 0; i < lq_shared->nservers; i++)
 	{
+		if ((lq_session_servers & (UINT32_C(1) << i)) == 0)
+			continue;
 		req.server = i;
 		res = lq_call(&req);
 		lq_call_raise_if_error(&req, &res);
+		lq_session_servers &= ~(UINT32_C(1) << i);
 	}
 	if (lq_my_grants != NULL)
 	{

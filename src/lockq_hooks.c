@@ -164,8 +164,10 @@ lq_xact_callback(XactEvent event, void *arg)
  * advisory locks: a session pooler (pgbouncer's server_reset_query) runs it
  * to hand a server connection to the next client, which must not inherit
  * the last one's locks.  It runs outside a transaction block, so no
- * transaction of this session is fenced on them.  A session that never
- * called lockq has none, and is not held up.
+ * transaction of this session is fenced on them.  Only the lock servers
+ * that may hold one of them are asked (lq_call_release_session): a session
+ * that took no session-bound lock since its last DISCARD ALL is not held
+ * up, and one that did waits for no other lock server.
  */
 static ProcessUtility_hook_type lq_prev_process_utility = NULL;
 

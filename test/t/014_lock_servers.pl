@@ -5,7 +5,8 @@
 # server 1 terminated restarts with its partition's grants and queue while
 # lock server 0 serves on, and so does lock server 0 while lock server 1 is
 # stalled (a fault point armed for it alone), also new sessions in the place
-# of sessions that ended meanwhile; a stale entry in lock server 1's ring
+# of sessions that ended meanwhile, and DISCARD ALL of a session that took
+# none of lock server 1's locks; a stale entry in lock server 1's ring
 # leaves a request that went to lock server 0 alone; a clean restart and a
 # crash keep the durable grants of both, and tokens afterwards are above
 # every token before; a stream of first-time locks in one partition uses
@@ -171,6 +172,30 @@ is($s0->query_safe("SELECT hits FROM lockq_faults() WHERE name = 'batch-start'")
 		ok(defined $pid && wait_for_exit($pid), "and ends");
 	}
 }
+
+# DISCARD ALL (a session pooler's reset) asks only the lock servers that may
+# hold a session-bound grant of the session: with lock server 1 stalled, it
+# ends a session's locks of lock server 0 at once, also after leased locks
+# (which it leaves alone), and after none at all.
+{
+	my ($x0, $y0, $z0) = @{ $part{0} }[5 .. 7];
+	my $conn = $node->connstr('postgres') . " options='-c statement_timeout=10s'";
+	my ($rc, $out, $err) = $node->psql('postgres', qq{
+		SELECT lockq_try('$x0') > 0, lockq_try('$y0') > 0;
+		SELECT lockq_get('$z0') > 0;
+		SELECT count(*) FROM lockq_locks WHERE lock_id IN ('$x0', '$y0', '$z0');
+		DISCARD ALL;
+		SELECT count(*) FROM lockq_locks WHERE lock_id IN ('$x0', '$y0', '$z0');
+		SELECT lockq_try('$x0', 'leased', '1 minute') > 0;
+		DISCARD ALL;
+		SELECT count(*) FROM lockq_locks WHERE lock_id = '$x0' AND owner = 'leased';
+		SELECT lockq_release('$x0', 'leased');
+		DISCARD ALL;
+		SELECT 'done'}, connstr => $conn);
+	is($out, "t|t\nt\n3\n0\nt\n1\nt\ndone",
+		'DISCARD ALL does not wait for a stalled lock server whose locks the session never took')
+	  or diag("rc $rc: $err");
+}
 $node->safe_psql('postgres',
 	"SELECT lockq_fault_disarm('batch-start'); SELECT lockq_fault_wakeup('batch-start')");
 my $t_st = waiter_result($stalled, qr/got:(\d+)/);
@@ -245,6 +270,21 @@ $_->quit for ($rt, $ru, $rs);
 $node->safe_psql('postgres', qq{
 	SELECT lockq_release(lock_id, owner) FROM lockq_locks
 	 WHERE lock_id IN ('$sa1', '$sb1', '$sc1', '$sa0')});
+
+# --- DISCARD ALL in a session holding grants in both partitions ------------------
+# (it asks each lock server whose lock the session took since its last
+# DISCARD ALL: the second time only lock server 1)
+{
+	my ($x0, $x1) = ($part{0}[8], $part{1}[5]);
+	is($node->safe_psql('postgres', qq{
+		SELECT lockq_try('$x0') > 0 AND lockq_try('$x1') > 0;
+		DISCARD ALL;
+		SELECT count(*) FROM lockq_locks WHERE lock_id IN ('$x0', '$x1');
+		SELECT lockq_try('$x1') > 0;
+		DISCARD ALL;
+		SELECT count(*) FROM lockq_locks WHERE lock_id IN ('$x0', '$x1')}),
+		"t\n0\nt\n0", 'DISCARD ALL ends the session-bound grants of both lock servers, each time');
+}
 
 # --- a session that ends holding grants in both partitions -----------------------
 my $s = start_waiter($node, 'both',
