@@ -132,8 +132,18 @@ static int	lq_my_slotno = -1;
  */
 static uint32 lq_session_servers = 0;
 
+/*
+ * The lock servers that may hold anything of this session: a bit for each
+ * that it sent a request to, queued a quick release for, or whose lock it
+ * took on the fast path.  Only these have its end to apply (its grants,
+ * its waits, the outcomes staged for its slot): lq_at_session_exit tells
+ * only them, so a session's end wakes no other lock server, and its slot
+ * is free again without waiting for one that is stalled.
+ */
+static uint32 lq_servers_used = 0;
+
 StaticAssertDecl(LQ_MAX_SERVERS <= 32,
-				 "lq_session_servers needs a bit for each lock server");
+				 "lq_session_servers and lq_servers_used need a bit for each lock server");
 
 /*
  * lq_call_slotno returns the number of this session's request slot: the one
@@ -263,16 +273,20 @@ lq_call_check_available(void)
 
 /*
  * lq_at_session_exit runs when a backend that has used lockq exits, however it
- * exits (disconnect, FATAL, pg_terminate_backend).  It tells every lock
- * server the session is gone so that its session-bound grants and its
- * queue entry go at once, each lock server's for its locks; the last of
- * them to apply it frees the slot.
+ * exits (disconnect, FATAL, pg_terminate_backend).  It tells each lock
+ * server that may hold anything of the session (lq_servers_used) that the
+ * session is gone, so that its session-bound grants and its queue entry go
+ * at once, each lock server's for its locks; the last of them to apply it
+ * frees the slot.  A session that none of them knows (it only read the
+ * clock or checked fences) frees its slot itself.
  */
 static void
 lq_at_session_exit(int code, Datum arg)
 {
 	int			slotno = lq_call_slotno();
 	LqSlot	   *slot = &lq_slots[slotno];
+	uint32		mask = lq_servers_used & lq_shmem_servers_mask();
+	bool		freed = false;
 	int			i;
 
 	/* a call left by exit: the lock server adopts what it meets (its end) */
@@ -281,14 +295,29 @@ lq_at_session_exit(int code, Datum arg)
 
 	SpinLockAcquire(&slot->mutex);
 	slot->session_ended = true;
-	slot->ends_left = lq_shmem_servers_mask();
+	slot->ends_left = mask;
 	if (slot->state != LQ_SLOT_IDLE)
 		slot->cancel_requested = true;
-	SpinLockRelease(&slot->mutex);
 
-	/* every lock server ends the session's grants and waits of its locks */
+	/*
+	 * The transaction, if one is open, is aborted after this (its fences'
+	 * counts go then, lq_fences_end); its write never commits, so nobody
+	 * needs to find this backend among the fencers any more, and the slot
+	 * is not left listing them once it is free.
+	 */
+	slot->nfences = 0;
+	slot->fences_overflow = false;
+	if (mask == 0)
+		freed = lq_shmem_slot_end_done(slot, 0);	/* nothing left: free */
+	SpinLockRelease(&slot->mutex);
+	if (freed)
+		ConditionVariableBroadcast(&slot->freed);
+
+	/* they end the session's grants and waits of their locks */
 	for (i = 0; i < lq_shared->nservers; i++)
 	{
+		if ((mask & (UINT32_C(1) << i)) == 0)
+			continue;
 		lq_shmem_ring_push(i, lq_entry_request(slotno));
 		lq_shmem_wake_server(lq_shmem_server(i));
 	}
@@ -626,6 +655,7 @@ lq_submit(LqSlot *slot, int slotno, LqRequest *req, LqResult *res,
 
 	server = (req->op == LQ_OP_RELEASE_SESSION || req->op == LQ_OP_CLOCK) ?
 		req->server : lq_shmem_server_for(req->lock_id);
+	lq_servers_used |= UINT32_C(1) << server;
 	if (req->session_owner && req->op != LQ_OP_RELEASE_SESSION)
 		lq_session_servers |= UINT32_C(1) << server;
 	SpinLockAcquire(&slot->mutex);
@@ -1165,6 +1195,7 @@ lq_queue_quick(int slotno, const char *lock_id, int64 token)
 	LqSlot	   *slot = &lq_slots[slotno];
 	int			server = lq_shmem_server_for(lock_id);
 
+	lq_servers_used |= UINT32_C(1) << server;
 	SpinLockAcquire(&slot->mutex);
 	lq_shmem_slot_queue_quick(slot, lock_id, token);
 	SpinLockRelease(&slot->mutex);
@@ -1283,6 +1314,7 @@ lq_call_take_fast(LqRequest *req, LqResult *res)
 	if (!lq_policy_default_session_limit(role))
 		return false;
 	lq_session_servers |= UINT32_C(1) << lq_shmem_server_for(req->lock_id);
+	lq_servers_used |= lq_session_servers;
 	token = lq_fastpath_grant(req->lock_id, lq_call_slotno(), MyProcPid,
 							  MyStartTimestamp, role, req->ttl_us,
 							  lq_clock_peek());

@@ -138,9 +138,13 @@ lq_fences_end(void)
 	lq_fenced = false;
 	(void) lq_session_release_fences();
 	(void) lq_leases_release_fences();
+	/* at exit the slot may be free, or another session's, by now */
 	SpinLockAcquire(&slot->mutex);
-	slot->nfences = 0;
-	slot->fences_overflow = false;
+	if (slot->pid == MyProcPid && !slot->session_ended)
+	{
+		slot->nfences = 0;
+		slot->fences_overflow = false;
+	}
 	SpinLockRelease(&slot->mutex);
 	pg_atomic_fetch_add_u64(&lq_shared->fence_gen, 1);
 	lq_shmem_wake_servers();

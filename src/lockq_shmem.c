@@ -1366,6 +1366,8 @@ lq_shmem_slot_free(LqSlot *slot)
 	slot->queued_ts = 0;
 	slot->server = 0;
 	slot->ends_left = 0;
+	slot->nfences = 0;
+	slot->fences_overflow = false;
 }
 
 /* lq_shmem_servers_mask returns a mask with a bit for every lock server. */

@@ -5,8 +5,9 @@
 # server 1 terminated restarts with its partition's grants and queue while
 # lock server 0 serves on, and so does lock server 0 while lock server 1 is
 # stalled (a fault point armed for it alone), also new sessions in the place
-# of sessions that ended meanwhile, and DISCARD ALL of a session that took
-# none of lock server 1's locks; a stale entry in lock server 1's ring
+# of sessions that ended meanwhile, the end of a session, and DISCARD ALL in
+# one, that used none of lock server 1's locks; a session that used no lock
+# server frees its slot itself; a stale entry in lock server 1's ring
 # leaves a request that went to lock server 0 alone; a clean restart and a
 # crash keep the durable grants of both, and tokens afterwards are above
 # every token before; a stream of first-time locks in one partition uses
@@ -196,6 +197,29 @@ is($s0->query_safe("SELECT hits FROM lockq_faults() WHERE name = 'batch-start'")
 		'DISCARD ALL does not wait for a stalled lock server whose locks the session never took')
 	  or diag("rc $rc: $err");
 }
+
+# A session's end goes only to the lock servers that may hold anything of
+# it: one that used only lock server 0's locks ends without an entry in
+# lock server 1's ring, and its session-bound lock ends at once.
+{
+	my ($w0, $v0) = @{ $part{0} }[9, 10];
+	my $queued = "SELECT queued_requests FROM lockq_lock_servers WHERE server = 1";
+	my $before = $s0->query_safe($queued);
+	my ($rc, $out, $err) = $node->psql('postgres', qq{
+		SELECT pg_backend_pid();
+		SELECT lockq_try('$w0') > 0;
+		SELECT lockq_release('$v0', 'x', lockq_try('$v0', 'x', '1 minute'));
+		SELECT lockq_holds('$w0', (SELECT token FROM lockq_locks WHERE lock_id = '$w0'))},
+		connstr => $node->connstr('postgres') . " options='-c statement_timeout=10s'");
+	my ($pid, @ok) = split /\n/, $out // '';
+	is("@ok", 't t t', 'a session takes, releases and holds locks of lock server 0 only')
+	  or diag($err);
+	ok(defined $pid && wait_for_exit($pid), 'and ends');
+	ok($node->poll_query_until('postgres',
+			"SELECT count(*) = 0 FROM lockq_locks WHERE lock_id = '$w0'"),
+		'lock server 0 ends its session-bound lock');
+	is($s0->query_safe($queued), $before, 'lock server 1 is not told (its ring got nothing)');
+}
 $node->safe_psql('postgres',
 	"SELECT lockq_fault_disarm('batch-start'); SELECT lockq_fault_wakeup('batch-start')");
 my $t_st = waiter_result($stalled, qr/got:(\d+)/);
@@ -270,6 +294,49 @@ $_->quit for ($rt, $ru, $rs);
 $node->safe_psql('postgres', qq{
 	SELECT lockq_release(lock_id, owner) FROM lockq_locks
 	 WHERE lock_id IN ('$sa1', '$sb1', '$sc1', '$sa0')});
+
+# --- a session that no lock server knows frees its slot itself -------------------
+# A session that took a slot but sent no lock server anything (here its
+# only call is refused by lockq.namespace_privileges, after it took the
+# slot) frees the slot itself when it ends: with both lock servers
+# stalled, more such sessions than there are slots come and go.
+{
+	my $nslots = 2 * $node->safe_psql('postgres',
+		"SELECT current_setting('max_connections')::int
+		      + current_setting('autovacuum_max_workers')::int + 1
+		      + current_setting('max_worker_processes')::int
+		      + current_setting('max_wal_senders')::int");
+	$node->safe_psql('postgres', q{
+		CREATE ROLE lq_nobody LOGIN;
+		ALTER ROLE lq_nobody SET statement_timeout = '10s';
+		ALTER SYSTEM SET lockq.namespace_privileges = on;
+		SELECT pg_reload_conf()});
+	$node->safe_psql('postgres', "SELECT lockq_fault_arm('batch-start', 'wait', times => 2)");
+	my @held = map { start_waiter($node, "held$_", "SELECT 'got:' || lockq_try('$part{$_}[6]', 'h', '1 minute');") } (0, 1);
+	ok($node->poll_query_until('postgres',
+			"SELECT waiting = 2 FROM lockq_faults() WHERE name = 'batch-start'"),
+		'both lock servers stalled at the start of a batch');
+	my $n = $nslots + 10;
+	my ($rc, $out, $err) = $node->psql('postgres',
+		"SELECT lockq.lockq_try('forbidden');\n\\c\n" x $n,
+		extra_params => [ '-U', 'lq_nobody' ], on_error_stop => 0);
+	my $refused = () = $err =~ /permission denied for lock "forbidden"/g;
+	is($refused, $n, "$n sessions that only took a slot come and go ($nslots slots)")
+	  or diag(substr($err, -400));
+	$node->safe_psql('postgres',
+		"SELECT lockq_fault_disarm('batch-start'); SELECT lockq_fault_wakeup('batch-start')");
+	for my $k (0, 1)
+	{
+		my $t = waiter_result($held[$k], qr/got:(\d+)/);
+		ok(defined $t && scalar_query($node, "SELECT lockq_release('$part{$k}[6]', 'h', $t)") eq 't',
+			"lock server $k goes on");
+		$held[$k]->quit;
+	}
+	$node->safe_psql('postgres', q{
+		ALTER SYSTEM RESET lockq.namespace_privileges;
+		SELECT pg_reload_conf()});
+	$node->safe_psql('postgres', 'DROP ROLE lq_nobody');
+}
 
 # --- DISCARD ALL in a session holding grants in both partitions ------------------
 # (it asks each lock server whose lock the session took since its last
