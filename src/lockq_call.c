@@ -146,6 +146,21 @@ StaticAssertDecl(LQ_MAX_SERVERS <= 32,
 				 "lq_session_servers and lq_servers_used need a bit for each lock server");
 
 /*
+ * lq_note_server notes, before it happens, that this session gives lock
+ * server server something of its own (session_bound: something that may
+ * make a session-bound grant).
+ */
+static inline void
+lq_note_server(int server, bool session_bound)
+{
+	uint32		bit = UINT32_C(1) << server;
+
+	lq_servers_used |= bit;
+	if (session_bound)
+		lq_session_servers |= bit;
+}
+
+/*
  * lq_call_slotno returns the number of this session's request slot: the one
  * lq_attach claimed, else the slot of its BackendId, which it will try
  * first.
@@ -655,9 +670,8 @@ lq_submit(LqSlot *slot, int slotno, LqRequest *req, LqResult *res,
 
 	server = (req->op == LQ_OP_RELEASE_SESSION || req->op == LQ_OP_CLOCK) ?
 		req->server : lq_shmem_server_for(req->lock_id);
-	lq_servers_used |= UINT32_C(1) << server;
-	if (req->session_owner && req->op != LQ_OP_RELEASE_SESSION)
-		lq_session_servers |= UINT32_C(1) << server;
+	lq_note_server(server,
+				   req->session_owner && req->op != LQ_OP_RELEASE_SESSION);
 	SpinLockAcquire(&slot->mutex);
 	slot->req = *req;
 	slot->server = server;
@@ -1195,7 +1209,7 @@ lq_queue_quick(int slotno, const char *lock_id, int64 token)
 	LqSlot	   *slot = &lq_slots[slotno];
 	int			server = lq_shmem_server_for(lock_id);
 
-	lq_servers_used |= UINT32_C(1) << server;
+	lq_note_server(server, false);
 	SpinLockAcquire(&slot->mutex);
 	lq_shmem_slot_queue_quick(slot, lock_id, token);
 	SpinLockRelease(&slot->mutex);
@@ -1313,8 +1327,7 @@ lq_call_take_fast(LqRequest *req, LqResult *res)
 	lq_policy_check_use(req->lock_id, role, lq_call_is_admin(role));
 	if (!lq_policy_default_session_limit(role))
 		return false;
-	lq_session_servers |= UINT32_C(1) << lq_shmem_server_for(req->lock_id);
-	lq_servers_used |= lq_session_servers;
+	lq_note_server(lq_shmem_server_for(req->lock_id), true);
 	token = lq_fastpath_grant(req->lock_id, lq_call_slotno(), MyProcPid,
 							  MyStartTimestamp, role, req->ttl_us,
 							  lq_clock_peek());
