@@ -44,9 +44,15 @@ for my $row (split /\n/, $node->safe_psql('postgres', q{
 	my ($id, $p) = split /\|/, $row;
 	push @{ $part{$p} }, $id;
 }
-ok(@{ $part{0} // [] } >= 5 && @{ $part{1} // [] } >= 4, 'ids of both partitions');
+ok(@{ $part{0} // [] } >= 12 && @{ $part{1} // [] } >= 10, 'ids of both partitions');
 my ($a0, $b0, $c0, $d0) = @{ $part{0} };
 my ($a1, $b1, $c1, $d1) = @{ $part{1} };
+# PostgreSQL's MaxBackends: the request slots are twice as many
+my $max_backends = $node->safe_psql('postgres',
+	"SELECT current_setting('max_connections')::int
+	      + current_setting('autovacuum_max_workers')::int + 1
+	      + current_setting('max_worker_processes')::int
+	      + current_setting('max_wal_senders')::int");
 
 # --- grants and hand-offs in both partitions, tokens over both ------------------
 my @tokens;
@@ -235,16 +241,14 @@ $s0->quit;
 # have sent its next request to lock server 0: that request is lock server
 # 0's alone.  (Lock server 1 used to mark it taken and skip it; lock server
 # 0 then never applied it, and the session waited for ever.)
-my ($sa1, $sb1, $sc1) = split /\n/, $node->safe_psql('postgres', q{
-	SELECT id FROM (SELECT 'stale' || i AS id FROM generate_series(1, 100) i) s
-	 WHERE ((hashtext(id)::bigint & 4294967295) % 4096) % 2 = 1 LIMIT 3});
-my $sa0 = $node->safe_psql('postgres', q{
-	SELECT id FROM (SELECT 'stale' || i AS id FROM generate_series(1, 100) i) s
-	 WHERE ((hashtext(id)::bigint & 4294967295) % 4096) % 2 = 0 LIMIT 1});
+my ($sa1, $sb1, $sc1) = @{ $part{1} }[7 .. 9];
+my $sa0 = $part{0}[11];
+# polls until n processes (default 1) wait at the fault point name
 my $fault_waits = sub {
-	my ($name) = @_;
+	my ($name, $n) = @_;
+	$n //= 1;
 	return $node->poll_query_until('postgres',
-		"SELECT coalesce((SELECT waiting = 1 FROM lockq_faults() WHERE name = '$name'), false)");
+		"SELECT coalesce((SELECT waiting = $n FROM lockq_faults() WHERE name = '$name'), false)");
 };
 my $waits_in_lockq = sub {
 	my ($app) = @_;
@@ -301,11 +305,7 @@ $node->safe_psql('postgres', qq{
 # slot) frees the slot itself when it ends: with both lock servers
 # stalled, more such sessions than there are slots come and go.
 {
-	my $nslots = 2 * $node->safe_psql('postgres',
-		"SELECT current_setting('max_connections')::int
-		      + current_setting('autovacuum_max_workers')::int + 1
-		      + current_setting('max_worker_processes')::int
-		      + current_setting('max_wal_senders')::int");
+	my $nslots = 2 * $max_backends;
 	$node->safe_psql('postgres', q{
 		CREATE ROLE lq_nobody LOGIN;
 		ALTER ROLE lq_nobody SET statement_timeout = '10s';
@@ -313,9 +313,7 @@ $node->safe_psql('postgres', qq{
 		SELECT pg_reload_conf()});
 	$node->safe_psql('postgres', "SELECT lockq_fault_arm('batch-start', 'wait', times => 2)");
 	my @held = map { start_waiter($node, "held$_", "SELECT 'got:' || lockq_try('$part{$_}[6]', 'h', '1 minute');") } (0, 1);
-	ok($node->poll_query_until('postgres',
-			"SELECT waiting = 2 FROM lockq_faults() WHERE name = 'batch-start'"),
-		'both lock servers stalled at the start of a batch');
+	ok($fault_waits->('batch-start', 2), 'both lock servers stalled at the start of a batch');
 	my $n = $nslots + 10;
 	my ($rc, $out, $err) = $node->psql('postgres',
 		"SELECT lockq.lockq_try('forbidden');\n\\c\n" x $n,
@@ -369,11 +367,7 @@ ok(scalar_query($node, "SELECT lockq_try('$a0', 'next', '1 hour')") > 0 &&
 
 # --- the room for session-bound grants is one for both lock servers -----------
 # (lockq.session_locks_per_backend = 1: as many as there are backends)
-my $room = $node->safe_psql('postgres',
-	"SELECT current_setting('max_connections')::int
-	      + current_setting('autovacuum_max_workers')::int + 1
-	      + current_setting('max_worker_processes')::int
-	      + current_setting('max_wal_senders')::int");
+my $room = $max_backends;
 my $sess = $node->background_psql('postgres');
 is($sess->query_safe(
 		"SELECT count(lockq_try('room' || i)) FROM generate_series(1, $room) i"),
