@@ -1,19 +1,20 @@
-# Two lock servers (lockq.lock_servers = 2), each serving the locks whose
-# ids hash to it: both run; locks of both partitions are granted, queue in
-# arrival order and hand on; tokens increase strictly over all grants of
-# both; a session that ends holding grants in both loses them all; lock
-# server 1 terminated restarts with its partition's grants and queue while
-# lock server 0 serves on, and so does lock server 0 while lock server 1 is
-# stalled (a fault point armed for it alone), also new sessions in the place
-# of sessions that ended meanwhile, the end of a session, and DISCARD ALL in
-# one, that used none of lock server 1's locks; a session that used no lock
-# server frees its slot itself; a stale entry in lock server 1's ring
-# leaves a request that went to lock server 0 alone; a clean restart and a
-# crash keep the durable grants of both, and tokens afterwards are above
-# every token before; a stream of first-time locks in one partition uses
-# that lock server's wide marker, and a crash then delays every lock;
-# grants kept without a row on both lock servers never outgrow the shared
-# table that records them.
+# Two lock servers (lockq.lock_servers = 2), each serving the locks whose ids
+# hash to it: both run; locks of both partitions are granted, queue in arrival
+# order and hand on; tokens increase strictly over all grants of both; a
+# session that ends holding grants in both loses them all; lock server 1
+# terminated restarts with its partition's grants and queue while lock server
+# 0 serves on, and so does lock server 0 while lock server 1 is stalled (a
+# fault point armed for it alone), also new sessions in the place of sessions
+# that ended meanwhile, the end of a session, and DISCARD ALL in one, that
+# used none of lock server 1's locks, while the end of one that only released
+# a grant of lock server 1 by itself goes there after the release; a session
+# that used no lock server frees its slot itself; a stale entry in lock server
+# 1's ring leaves a request that went to lock server 0 alone; a clean restart
+# and a crash keep the durable grants of both, and tokens afterwards are above
+# every token before; a stream of first-time locks in one partition uses that
+# lock server's wide marker, and a crash then delays every lock; grants kept
+# without a row on both lock servers never outgrow the shared table that
+# records them.
 #
 # Copyright (c) 2026, lockq developers
 # This file is part of lockq, released under the PostgreSQL License
@@ -44,7 +45,7 @@ for my $row (split /\n/, $node->safe_psql('postgres', q{
 	my ($id, $p) = split /\|/, $row;
 	push @{ $part{$p} }, $id;
 }
-ok(@{ $part{0} // [] } >= 12 && @{ $part{1} // [] } >= 10, 'ids of both partitions');
+ok(@{ $part{0} // [] } >= 12 && @{ $part{1} // [] } >= 11, 'ids of both partitions');
 my ($a0, $b0, $c0, $d0) = @{ $part{0} };
 my ($a1, $b1, $c1, $d1) = @{ $part{1} };
 # PostgreSQL's MaxBackends: the request slots are twice as many
@@ -149,6 +150,12 @@ end_session($_->[2]) for @w;
 fault_functions($node);
 my $s0 = $node->background_psql('postgres');
 $s0->query_safe("SELECT lockq_now()");
+# A leased grant of lock server 1 that another session releases while it
+# stalls.  Its lock's first release made it unsettled with a fence_ttl that
+# covers the grant, so its holder may release it without lock server 1.
+my $q1 = $part{1}[10];
+$s0->query_safe("SELECT lockq_release('$q1', 'qr', lockq_try('$q1', 'qr', '1 minute'))");
+my $t_q1 = $s0->query_safe("SELECT lockq_try('$q1', 'qr', '1 minute')");
 $node->safe_psql('postgres', "SELECT lockq_fault_arm('batch-start', 'wait', server => 1)");
 my $stalled = start_waiter($node, 'stalled',
 	"SELECT 'got:' || lockq_try('$a1', 'st', '1 minute');");
@@ -207,9 +214,9 @@ is($s0->query_safe("SELECT hits FROM lockq_faults() WHERE name = 'batch-start'")
 # A session's end goes only to the lock servers that may hold anything of
 # it: one that used only lock server 0's locks ends without an entry in
 # lock server 1's ring, and its session-bound lock ends at once.
+my $queued = "SELECT queued_requests FROM lockq_lock_servers WHERE server = 1";
 {
 	my ($w0, $v0) = @{ $part{0} }[9, 10];
-	my $queued = "SELECT queued_requests FROM lockq_lock_servers WHERE server = 1";
 	my $before = $s0->query_safe($queued);
 	my ($rc, $out, $err) = $node->psql('postgres', qq{
 		SELECT pg_backend_pid();
@@ -226,11 +233,32 @@ is($s0->query_safe("SELECT hits FROM lockq_faults() WHERE name = 'batch-start'")
 		'lock server 0 ends its session-bound lock');
 	is($s0->query_safe($queued), $before, 'lock server 1 is not told (its ring got nothing)');
 }
+
+# A session whose one use of lock server 1 is a quick release (of a leased
+# grant that another session took) ends there too: its release waits in its
+# slot for lock server 1, so its end goes to lock server 1 after it and the
+# slot stays the session's until lock server 1 has applied both.
+{
+	my $before = $s0->query_safe($queued);
+	my ($rc, $out, $err) = $node->psql('postgres', qq{
+		SELECT pg_backend_pid();
+		SELECT lockq_release('$q1', 'qr', $t_q1);
+		SELECT lockq_holds('$q1', $t_q1)},
+		connstr => $node->connstr('postgres') . " options='-c statement_timeout=10s'");
+	my ($pid, @ok) = split /\n/, $out // '';
+	is("@ok", 't f', 'a session releases a leased lock of the stalled lock server 1 by itself')
+	  or diag($err);
+	ok(defined $pid && wait_for_exit($pid), 'and ends');
+	is($s0->query_safe($queued), $before + 2, 'lock server 1\'s ring holds its release and its end');
+}
 $node->safe_psql('postgres',
 	"SELECT lockq_fault_disarm('batch-start'); SELECT lockq_fault_wakeup('batch-start')");
 my $t_st = waiter_result($stalled, qr/got:(\d+)/);
 ok(defined $t_st && $t_st > $t_free, 'the request stalled in lock server 1 is granted once it goes on');
 is($s0->query_safe("SELECT lockq_release('$a1', 'st', $t_st)"), 't', 'and released');
+ok($node->poll_query_until('postgres',
+		"SELECT count(*) = 0 FROM lockq_locks WHERE lock_id = '$q1'"),
+	'lock server 1 has applied the quick release made while it stalled');
 $stalled->quit;
 $s0->quit;
 
