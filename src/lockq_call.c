@@ -834,13 +834,32 @@ lq_await_spin(LqSlot *slot)
 }
 
 /*
+ * lq_waits_for_release: is req answered only once another owner's grant
+ * ends?  A lockq_await always is, and so is a lockq_enqueue with a wait
+ * (liblockq's wait in the backend) for a lock that another owner seems to
+ * hold (its hint, as a lazy lockq_get reads it).  Spinning for such an
+ * answer only takes a core from the processes that make the release: on 2
+ * cores liblockq's contended hand-offs fell from about 7,200 to 4,600 per
+ * second at 16 clients when its enqueues spun.
+ */
+static bool
+lq_waits_for_release(const LqRequest *req)
+{
+	if (req->op == LQ_OP_AWAIT)
+		return true;
+	return req->op == LQ_OP_ENQUEUE && req->deadline > 0 &&
+		lq_shmem_hint_held_by_other(req->lock_id, req->owner);
+}
+
+/*
  * lq_await sleeps until the lock server has answered the request in slot
  * and returns the answer.  Interruptible (the caller sets up the cleanup);
  * a client that disconnects ends the session at once (FATAL), so that it
  * keeps no place in a queue.  For a lazy arrival (lq_submit) it wakes the
  * lock server if the request is still unread when half of its wait limit
- * is left, or after LQ_LAZY_ARRIVAL_MS.  Any other request but a
- * lockq_await is first waited for awake (lq_await_spin).
+ * is left, or after LQ_LAZY_ARRIVAL_MS.  Any other request but one that
+ * waits for a release (lq_waits_for_release) is first waited for awake
+ * (lq_await_spin).
  */
 static LqResult
 lq_await(LqSlot *slot, const LqRequest *req, bool lazy)
@@ -862,8 +881,8 @@ lq_await(LqSlot *slot, const LqRequest *req, bool lazy)
 			kick_us = Min(kick_us, (req->deadline - lq_clock_peek()) / 2);
 		kick_at = GetCurrentTimestamp() + Max(kick_us, 0);
 	}
-	else if (req->op != LQ_OP_AWAIT)
-		lq_await_spin(slot);	/* a lockq_await waits for a release */
+	else if (!lq_waits_for_release(req))
+		lq_await_spin(slot);
 	for (;;)
 	{
 		bool		done = false;
